@@ -1,0 +1,3 @@
+from rackscale.cli import main
+
+main()

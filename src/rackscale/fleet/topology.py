@@ -1,0 +1,438 @@
+"""The fleet's topology: every component with its id, and the queries over it.
+
+Component ids are paths (DESIGN.md): `us-east`, `us-east/r03`, `us-east/r03/c07`,
+`us-east/r03/c07/gpu2`, `us-east/r03/s04`, `us-east/r03/cdu`, `us-east/r03/ps1`,
+`us-east/leaf-rail2-0`, `us-east/spine-3`.
+
+Components are stored column-wise in depth-first order (a region, then its racks with their
+trays and parts, then its leaves and spines), so every component's subtree is one contiguous
+run of indexes and a ~128k-GPU fleet (~450k components) builds in a few seconds. GPU-level
+facts the digital twin and the simulator need (rack, tray, rail, leaf, NVLink domain of every
+GPU) are numpy arrays indexed by GPU number.
+
+Scale-out network: rail k joins `nic k` of every tray. Each region has, per rail, one leaf per
+`racks_per_leaf` racks, and `spines_per_region` spines that join every leaf of the region.
+Traffic between regions crosses both regions' spines.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from rackscale.errors import UserError
+from rackscale.fleet.hardware import GPUS
+from rackscale.fleet.spec import FleetSpec
+from rackscale.fleet.templates import TEMPLATES, RackTemplate
+
+REGION, RACK = "region", "rack"
+COMPUTE_TRAY, NODE, SWITCH_TRAY, NVSWITCH = "compute_tray", "node", "switch_tray", "nvswitch"
+GPU, CPU, NIC, DPU = "gpu", "cpu", "nic", "dpu"
+CDU, POWER_SHELF, LEAF, SPINE = "cdu", "power_shelf", "leaf", "spine"
+KINDS = (REGION, RACK, COMPUTE_TRAY, NODE, SWITCH_TRAY, NVSWITCH, GPU, CPU, NIC, DPU, CDU,
+         POWER_SHELF, LEAF, SPINE)
+
+# Water at a 10 K rise carries 1 kW per ~1.43 L/min (NUMBERS.md, physics).
+LPM_PER_KW = 1.43
+
+
+class UnknownComponent(UserError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    id: str
+    kind: str
+    parent: str | None
+    region: str
+    rack: str | None
+    sku: str | None
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Rack:
+    id: str
+    name: str
+    region: str
+    template: RackTemplate
+    index: int  # fleet-wide rack number
+    local_index: int  # position inside its region
+    trays: int  # compute trays (nvl72) or nodes (hgx)
+    first: int  # component index range [first, end) of the rack's subtree
+    end: int
+    gpu_first: int  # GPU number range [gpu_first, gpu_end)
+    gpu_end: int
+
+    @property
+    def gpus(self) -> int:
+        return self.gpu_end - self.gpu_first
+
+    @property
+    def power_kw(self) -> float:
+        if self.template.shape == "hgx":
+            return self.template.rack_power_kw / self.template.trays * self.trays
+        return self.template.rack_power_kw
+
+    @property
+    def required_flow_lpm(self) -> float:
+        return self.power_kw * LPM_PER_KW
+
+
+@dataclass(frozen=True, slots=True)
+class Path:
+    """The route between two GPUs. Each hop is a tuple of the parts that carry it in parallel
+    (all 9 NVLink switch trays of a domain; every spine, by ECMP)."""
+
+    a: str
+    b: str
+    fabric: Literal["same", "nvlink", "scaleout"]
+    hops: tuple[tuple[str, ...], ...]
+
+    def __str__(self) -> str:
+        def hop(h: tuple[str, ...]) -> str:
+            return h[0] if len(h) == 1 else f"[{h[0]} .. {h[-1]} ({len(h)} parallel)]"
+
+        return " -> ".join(hop(h) for h in self.hops)
+
+
+def _template_layout(t: RackTemplate, trays: int) -> list[tuple[str, str, int, str | None]]:
+    """(suffix, kind, parent position or -1 for the rack, sku) of one rack's parts, in order."""
+    out: list[tuple[str, str, int, str | None]] = []
+    prefix = t.tray_prefix()
+    tray_kind = COMPUTE_TRAY if t.shape == "nvl72" else NODE
+    for c in range(1, trays + 1):
+        tray = f"{prefix}{c:02d}"
+        tpos = len(out)
+        out.append((tray, tray_kind, -1, t.name))
+        out.extend((f"{tray}/gpu{k}", GPU, tpos, t.gpu) for k in range(t.gpus_per_tray))
+        out.extend((f"{tray}/cpu{k}", CPU, tpos, t.cpu) for k in range(t.cpus_per_tray))
+        out.extend((f"{tray}/nic{k}", NIC, tpos, t.nic) for k in range(t.nics_per_tray))
+        out.extend((f"{tray}/dpu{k}", DPU, tpos, t.dpu) for k in range(t.dpus_per_tray))
+        if t.shape == "hgx":
+            out.extend((f"{tray}/nvsw{k}", NVSWITCH, tpos, t.switch) for k in range(t.switches))
+    if t.shape == "nvl72":
+        out.extend((f"s{k:02d}", SWITCH_TRAY, -1, t.switch) for k in range(1, t.switches + 1))
+    out.append(("cdu", CDU, -1, None))
+    out.extend((f"ps{k}", POWER_SHELF, -1, None) for k in range(1, t.power_shelves + 1))
+    return out
+
+
+class Topology:
+    """All components of a fleet and the queries over them. Build with `Topology.build(spec)`."""
+
+    def __init__(self, spec: FleetSpec) -> None:
+        self.spec = spec
+        self.ids: list[str] = []
+        self.kinds: list[str] = []
+        self.parents: list[int] = []
+        self.skus: list[str | None] = []
+        self.region_of: list[int] = []  # region number of every component
+        self.rack_of: list[int] = []  # rack number of every component, -1 outside racks
+        self.regions: list[str] = []
+        self.region_ranges: list[tuple[int, int]] = []
+        self.racks: list[Rack] = []
+        self.leaves: list[str] = []
+        self.spines: list[list[str]] = []  # per region
+        self.domains: list[str] = []  # NVLink domain ids (rack for nvl72, node for hgx)
+        self.domain_switches: list[tuple[str, ...]] = []
+        self.index: dict[str, int] = {}
+        # GPU arrays (filled by build)
+        self.gpu_ids: list[str] = []
+        self.gpu_comp = np.empty(0, dtype=np.int64)
+        self.gpu_region = np.empty(0, dtype=np.int32)
+        self.gpu_rack = np.empty(0, dtype=np.int32)
+        self.gpu_tray = np.empty(0, dtype=np.int64)  # component index of the GPU's tray/node
+        self.gpu_slot = np.empty(0, dtype=np.int16)  # k in gpuK; also the rail of nicK
+        self.gpu_leaf = np.empty(0, dtype=np.int32)
+        self.gpu_domain = np.empty(0, dtype=np.int32)
+        self.gpu_nic = np.empty(0, dtype=np.int64)  # component index of the GPU's NIC
+        self.gpu_sku: list[str] = []
+        self._leaf_index: dict[str, int] = {}
+        self.leaf_region: list[int] = []
+        self.leaf_rail: list[int] = []
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, spec: FleetSpec) -> Topology:
+        topo = cls(spec)
+        topo._build()
+        return topo
+
+    def _add(self, cid: str, kind: str, parent: int, sku: str | None, region: int,
+             rack: int) -> int:
+        i = len(self.ids)
+        self.ids.append(cid)
+        self.kinds.append(kind)
+        self.parents.append(parent)
+        self.skus.append(sku)
+        self.region_of.append(region)
+        self.rack_of.append(rack)
+        return i
+
+    def _build(self) -> None:
+        net = self.spec.network
+        layouts: dict[tuple[str, int], list[tuple[str, str, int, str | None]]] = {}
+        gpu_comp: list[int] = []
+        gpu_region: list[int] = []
+        gpu_rack: list[int] = []
+        gpu_tray: list[int] = []
+        gpu_slot: list[int] = []
+        gpu_leaf: list[int] = []
+        gpu_domain: list[int] = []
+        gpu_nic: list[int] = []
+        for r_no, region in enumerate(self.spec.regions):
+            rstart = self._add(region.name, REGION, -1, None, r_no, -1)
+            self.regions.append(region.name)
+            rack_list = region.rack_names()
+            rails = max(TEMPLATES[g.template].nics_per_tray for _, g in rack_list)
+            n_groups = (len(rack_list) + net.racks_per_leaf - 1) // net.racks_per_leaf
+            # Leaf numbers are assigned before the racks so GPUs can point at them.
+            leaf_base = len(self.leaves)
+            for rail in range(rails):
+                for g in range(n_groups):
+                    self._leaf_index[f"{region.name}/leaf-rail{rail}-{g}"] = len(self.leaves)
+                    self.leaves.append(f"{region.name}/leaf-rail{rail}-{g}")
+                    self.leaf_region.append(r_no)
+                    self.leaf_rail.append(rail)
+            for local, (name, group) in enumerate(rack_list):
+                t = TEMPLATES[group.template]
+                trays = group.nodes_per_rack or t.trays
+                key = (t.name, trays)
+                if key not in layouts:
+                    layouts[key] = _template_layout(t, trays)
+                layout = layouts[key]
+                rack_no = len(self.racks)
+                rack_id = f"{region.name}/{name}"
+                first = self._add(rack_id, RACK, rstart, t.name, r_no, rack_no)
+                base = first + 1
+                gpu_first = len(gpu_comp)
+                pre = rack_id + "/"
+                self.ids.extend([pre + s for s, _, _, _ in layout])
+                self.kinds.extend([k for _, k, _, _ in layout])
+                self.parents.extend([first if p < 0 else base + p for _, _, p, _ in layout])
+                self.skus.extend([sku for _, _, _, sku in layout])
+                self.region_of.extend([r_no] * len(layout))
+                self.rack_of.extend([rack_no] * len(layout))
+                leaf_group = local // net.racks_per_leaf
+                if t.shape == "nvl72":
+                    dom = len(self.domains)
+                    self.domains.append(rack_id)
+                    self.domain_switches.append(
+                        tuple(pre + s for s, k, _, _ in layout if k == SWITCH_TRAY)
+                    )
+                for pos, (suffix, kind, parent, _) in enumerate(layout):
+                    if kind == NODE:
+                        dom = len(self.domains)
+                        self.domains.append(pre + suffix)
+                        self.domain_switches.append(tuple(
+                            pre + s for s, k, p, _ in layout if k == NVSWITCH and p == pos
+                        ))
+                    elif kind == GPU:
+                        slot = int(suffix.rsplit("gpu", 1)[1])
+                        gpu_comp.append(base + pos)
+                        gpu_region.append(r_no)
+                        gpu_rack.append(rack_no)
+                        gpu_tray.append(base + parent)
+                        gpu_slot.append(slot)
+                        gpu_leaf.append(leaf_base + slot * n_groups + leaf_group)
+                        gpu_domain.append(dom)
+                        # nics follow gpus and cpus in the tray: nicK sits at a fixed offset
+                        gpu_nic.append(base + pos + t.gpus_per_tray + t.cpus_per_tray)
+                self.racks.append(Rack(
+                    id=rack_id, name=name, region=region.name, template=t, index=rack_no,
+                    local_index=local, trays=trays, first=first, end=len(self.ids),
+                    gpu_first=gpu_first, gpu_end=len(gpu_comp),
+                ))
+            for leaf in self.leaves[leaf_base:]:
+                self._add(leaf, LEAF, rstart, None, r_no, -1)
+            spines = [f"{region.name}/spine-{j}" for j in range(net.spines_per_region)]
+            self.spines.append(spines)
+            for s in spines:
+                self._add(s, SPINE, rstart, None, r_no, -1)
+            self.region_ranges.append((rstart, len(self.ids)))
+        self.index = {cid: i for i, cid in enumerate(self.ids)}
+        self.gpu_comp = np.asarray(gpu_comp, dtype=np.int64)
+        self.gpu_ids = [self.ids[i] for i in gpu_comp]
+        self.gpu_region = np.asarray(gpu_region, dtype=np.int32)
+        self.gpu_rack = np.asarray(gpu_rack, dtype=np.int32)
+        self.gpu_tray = np.asarray(gpu_tray, dtype=np.int64)
+        self.gpu_slot = np.asarray(gpu_slot, dtype=np.int16)
+        self.gpu_leaf = np.asarray(gpu_leaf, dtype=np.int32)
+        self.gpu_domain = np.asarray(gpu_domain, dtype=np.int32)
+        self.gpu_nic = np.asarray(gpu_nic, dtype=np.int64)
+        self.gpu_sku = [self.racks[r].template.gpu for r in gpu_rack]
+
+    # ------------------------------------------------------------------ lookups
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def idx(self, cid: str) -> int:
+        try:
+            return self.index[cid]
+        except KeyError:
+            raise UnknownComponent(self._unknown_message(cid)) from None
+
+    def _unknown_message(self, cid: str) -> str:
+        parent = cid.rsplit("/", 1)[0] if "/" in cid else ""
+        hint = ""
+        if parent in self.index:
+            kids = [c.id for c in self.children(parent)][:8]
+            hint = f"; {parent} holds: {', '.join(kids)}{' ...' if len(kids) == 8 else ''}"
+        else:
+            hint = f"; regions are: {', '.join(self.regions)}"
+        return f"unknown component id {cid!r}{hint}"
+
+    def component(self, cid: str | int) -> Component:
+        i = self.idx(cid) if isinstance(cid, str) else cid
+        p = self.parents[i]
+        r = self.rack_of[i]
+        return Component(
+            id=self.ids[i], kind=self.kinds[i], parent=self.ids[p] if p >= 0 else None,
+            region=self.regions[self.region_of[i]], rack=self.racks[r].id if r >= 0 else None,
+            sku=self.skus[i], attributes=self.attributes(i),
+        )
+
+    def attributes(self, i: int) -> dict[str, Any]:
+        kind = self.kinds[i]
+        cid = self.ids[i]
+        if kind == RACK:
+            rack = self.racks[self.rack_of[i]]
+            return {"template": rack.template.name, "trays": rack.trays,
+                    "power_kw": rack.power_kw}
+        if kind == CDU:
+            rack = self.racks[self.rack_of[i]]
+            return {"required_flow_lpm": round(rack.required_flow_lpm, 1)}
+        if kind in (GPU, NIC):
+            k = int(cid.rsplit(kind, 1)[1])
+            return {"slot": k, "rail": k} if kind == NIC else {"slot": k}
+        if kind == LEAF:
+            n = self._leaf_index[cid]
+            return {"rail": self.leaf_rail[n]}
+        return {}
+
+    def subtree_range(self, cid: str) -> tuple[int, int]:
+        i = self.idx(cid)
+        prefix = cid + "/"
+        j = i + 1
+        kind = self.kinds[i]
+        if kind == REGION:
+            return self.region_ranges[self.region_of[i]]
+        if kind == RACK:
+            rack = self.racks[self.rack_of[i]]
+            return rack.first, rack.end
+        ids = self.ids
+        while j < len(ids) and ids[j].startswith(prefix):
+            j += 1
+        return i, j
+
+    def children(self, cid: str) -> Iterator[Component]:
+        i = self.idx(cid)
+        lo, hi = self.subtree_range(cid)
+        for j in range(lo, hi):
+            if self.parents[j] == i:
+                yield self.component(j)
+
+    def components(self, kind: str | None = None, scope: str | None = None) -> Iterator[Component]:
+        """Components of one kind (or all) inside a scope (a region, rack or tray id)."""
+        if kind is not None and kind not in KINDS:
+            raise UserError(f"unknown component kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+        lo, hi = self.subtree_range(scope) if scope else (0, len(self.ids))
+        kinds = self.kinds
+        for j in range(lo, hi):
+            if kind is None or kinds[j] == kind:
+                yield self.component(j)
+
+    def count(self, kind: str, scope: str | None = None) -> int:
+        lo, hi = self.subtree_range(scope) if scope else (0, len(self.ids))
+        return sum(1 for j in range(lo, hi) if self.kinds[j] == kind)
+
+    def rack(self, cid: str) -> Rack:
+        r = self.rack_of[self.idx(cid)]
+        if r < 0:
+            raise UserError(f"{cid} is not inside a rack")
+        return self.racks[r]
+
+    def gpu_number(self, cid: str) -> int:
+        i = self.idx(cid)
+        if self.kinds[i] != GPU:
+            raise UserError(f"{cid} is a {self.kinds[i]}, not a GPU")
+        rack = self.racks[self.rack_of[i]]
+        lo = rack.gpu_first
+        return lo + int(np.searchsorted(self.gpu_comp[lo:rack.gpu_end], i))
+
+    # ------------------------------------------------------------------ paths
+    def path(self, a: str, b: str) -> Path:
+        ga, gb = self.gpu_number(a), self.gpu_number(b)
+        if ga == gb:
+            return Path(a, b, "same", ((a,),))
+        if self.gpu_domain[ga] == self.gpu_domain[gb]:
+            return Path(a, b, "nvlink", ((a,), self.domain_switches[self.gpu_domain[ga]], (b,)))
+        nic_a, nic_b = self.ids[self.gpu_nic[ga]], self.ids[self.gpu_nic[gb]]
+        leaf_a, leaf_b = self.leaves[self.gpu_leaf[ga]], self.leaves[self.gpu_leaf[gb]]
+        hops: list[tuple[str, ...]] = [(a,), (nic_a,), (leaf_a,)]
+        if leaf_a != leaf_b:
+            ra, rb = int(self.gpu_region[ga]), int(self.gpu_region[gb])
+            hops.append(tuple(self.spines[ra]))
+            if ra != rb:
+                hops.append(tuple(self.spines[rb]))
+            hops.append((leaf_b,))
+        hops += [(nic_b,), (b,)]
+        return Path(a, b, "scaleout", tuple(hops))
+
+    # ------------------------------------------------------------------ blast radius
+    def affected_gpus(self, cid: str) -> np.ndarray:
+        """GPU numbers whose work a fault of component `cid` touches (its blast radius)."""
+        i = self.idx(cid)
+        kind = self.kinds[i]
+        if kind == GPU:
+            return np.asarray([self.gpu_number(cid)])
+        if kind == NIC:
+            return np.flatnonzero(self.gpu_nic == i)
+        if kind == LEAF:
+            return np.flatnonzero(self.gpu_leaf == self._leaf_index[cid])
+        if kind in (REGION, SPINE):
+            return np.flatnonzero(self.gpu_region == self.region_of[i])
+        rack = self.racks[self.rack_of[i]]
+        rack_gpus = np.arange(rack.gpu_first, rack.gpu_end)
+        if kind in (RACK, CDU, POWER_SHELF, SWITCH_TRAY):
+            # Switch trays: every GPU of the NVL72 domain stripes its NVLink over all 9 trays.
+            # Power shelves feed the rack's shared bus bar, so every tray depends on them.
+            return rack_gpus
+        tray = i if kind in (COMPUTE_TRAY, NODE) else self.parents[i]
+        tray_gpus = rack_gpus[self.gpu_tray[rack_gpus] == tray]
+        if kind == CPU:
+            # Each CPU hosts an equal share of its tray's GPUs (Vera/Grace: 2 GPUs each).
+            k = int(cid.rsplit("cpu", 1)[1])
+            per = len(tray_gpus) // rack.template.cpus_per_tray
+            return tray_gpus[k * per:(k + 1) * per]
+        return tray_gpus  # tray, node, DPU, NVSwitch chip
+
+    def affected_gpu_ids(self, cid: str) -> list[str]:
+        return [self.gpu_ids[g] for g in self.affected_gpus(cid)]
+
+    # ------------------------------------------------------------------ summary
+    def summary(self) -> dict[str, Any]:
+        per_region: dict[str, dict[str, int]] = {}
+        for r_no, name in enumerate(self.regions):
+            lo, hi = self.region_ranges[r_no]
+            per_region[name] = dict(Counter(self.kinds[lo:hi]))
+        totals = dict(Counter(self.kinds))
+        peak = sum(GPUS[s].bf16_dense_tflops for s in self.gpu_sku) / 1000.0
+        unverified = sorted({s for s in set(self.gpu_sku) if not GPUS[s].verified})
+        return {
+            "fleet": self.spec.name,
+            "regions": len(self.regions),
+            "racks": len(self.racks),
+            "headline_gpus": len(self.gpu_ids),
+            "peak_bf16_pflops": round(peak, 1),
+            "peak_is_estimate_for": unverified,
+            "totals": totals,
+            "per_region": per_region,
+            "per_rack_template": dict(Counter(r.template.name for r in self.racks)),
+        }
