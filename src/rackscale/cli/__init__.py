@@ -1,0 +1,41 @@
+"""The `rackscale` command: a Typer noun tree (`rackscale fleet|certify|lifecycle|...`).
+
+Each noun lives in its own module here and is registered below; `demo` runs the main job.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from rackscale import __version__
+from rackscale.cli._common import RackscaleGroup
+from rackscale.cli.demo import demo
+from rackscale.cli.fleet import app as fleet_app
+
+app = typer.Typer(
+    cls=RackscaleGroup,
+    name="rackscale",
+    help="Operator software that makes many GPU racks behave as one machine.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(fleet_app, name="fleet")
+app.command("demo")(demo)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rackscale {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Operator software that makes many GPU racks behave as one machine."""
+
+
+def main() -> None:
+    app()

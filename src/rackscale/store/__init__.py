@@ -1,0 +1,17 @@
+"""The store: component inventory and append-only event log; SQLite default, PostgreSQL by URL."""
+
+from rackscale.store.db import (
+    DEFAULT_DATA_DIR,
+    Event,
+    NewEvent,
+    Store,
+    StoreError,
+    default_db_url,
+)
+from rackscale.store.loader import LoadResult, load_topology
+from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow, UTCDateTime
+
+__all__ = [
+    "DEFAULT_DATA_DIR", "Base", "ComponentRow", "Event", "EventRow", "FleetRow", "LoadResult",
+    "NewEvent", "Store", "StoreError", "UTCDateTime", "default_db_url", "load_topology",
+]
