@@ -1,33 +1,61 @@
 """`rackscale demo`: the main job on the embedded defaults (SQLite under ./rackscale-data/).
 
-The demo is a list of steps run in order; each room adds its step here as it lands:
-fleet + inventory -> lifecycle onboarding -> certification -> triage -> simulation -> report.
+The demo is a list of steps run in order over one `DemoContext`; each room adds its step to
+STEPS as it lands: fleet + inventory -> lifecycle onboarding -> certification -> triage ->
+simulation -> report. A step reads what earlier steps left in `ctx.results` or in the store.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import typer
 
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.fleet import print_summary
 from rackscale.fleet import Topology, seed_fleet
-from rackscale.store import Store, load_topology
+from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
+
+
+@dataclass(slots=True, kw_only=True)
+class DemoContext:
+    topo: Topology
+    store: Store
+    seed: int
+    data_dir: Path
+    # Step outputs by step name ("fleet", "lifecycle", "certify", "simulate", "report").
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def step_fleet(ctx: DemoContext) -> None:
+    result = load_topology(ctx.store, ctx.topo, actor="demo", reason="rackscale demo")
+    summary = ctx.topo.summary()
+    print_summary(summary)
+    state = "loaded" if result.changed else "already loaded (no change)"
+    console.print(f"inventory: {result.total_components} components {state} in "
+                  f"{ctx.store.safe_url}")
+    ctx.results["fleet"] = summary | {"load": result.as_dict()}
+
+
+STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
+    ("fleet", "fleet model and inventory", step_fleet),
+]
 
 
 def demo(
     db: str | None = DbOption,
     seed: int = typer.Option(7, "--seed", help="Random seed of the digital twin."),
 ) -> None:
-    """Run the main job on the seed fleet: build it, load the inventory, print the summary."""
+    """Run the main job on the seed fleet, on the embedded defaults."""
     t0 = time.perf_counter()
-    topo = Topology.build(seed_fleet("seed-504"))
-    store = Store(db)
-    result = load_topology(store, topo, actor="demo", reason="rackscale demo")
-    console.rule("[bold]1. fleet")
-    print_summary(topo.summary())
-    state = "loaded" if result.changed else "already loaded (no change)"
-    console.print(f"inventory: {result.total_components} components {state} in "
-                  f"{store.safe_url}")
+    ctx = DemoContext(topo=Topology.build(seed_fleet("seed-504")), store=Store(db), seed=seed,
+                      data_dir=Path(DEFAULT_DATA_DIR))
+    ctx.data_dir.mkdir(parents=True, exist_ok=True)
+    for n, (_name, title, step) in enumerate(STEPS, 1):
+        console.rule(f"[bold]{n}. {title}")
+        step(ctx)
     console.print(f"\ndemo finished in {time.perf_counter() - t0:.1f} s (seed {seed})")
