@@ -75,8 +75,12 @@ def load_yaml(text: str, filename: str) -> YamlSource:
         mark = err.problem_mark or err.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = err.problem or err.context or "syntax error"
+        opened = ""
+        if err.context and err.context_mark is not None and err.context_mark is not mark:
+            # e.g. an unclosed bracket: the problem shows at the end, the cause where it opened
+            opened = f" ({err.context} at line {err.context_mark.line + 1})"
         raise SpecError(
-            f"{filename}{line}: YAML syntax error: {problem}. Fix the YAML at that line "
+            f"{filename}{line}: YAML syntax error: {problem}{opened}. Fix the YAML there "
             f"(check indentation, colons and brackets)."
         ) from None
     if root is None:

@@ -1,0 +1,31 @@
+# The two set-up commands of README.md are `make demo` and `make test`; each installs what it
+# needs first (idempotent), then runs.
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench lint install install-test clean
+
+install:
+	scripts/bootstrap.sh core
+
+install-test:
+	scripts/bootstrap.sh test
+
+demo: install
+	$(BIN)/rackscale demo
+
+test: install-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
+
+# Benchmarks print ratios against a baseline measured in the same run; figures go to
+# BENCHMARKS.md with the command that produced them. QUICK=1 runs the short versions.
+bench: install-test
+	@set -e; for b in bench/bench_*.py; do \
+	  echo "== $$b"; $(BIN)/python $$b $(if $(QUICK),--quick,); done
+
+lint: install-test
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf rackscale-data .pytest_cache .ruff_cache

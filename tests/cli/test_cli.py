@@ -1,0 +1,87 @@
+"""The CLI noun tree: help everywhere, JSON where output is data, version, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rackscale import __version__
+from rackscale.cli import app
+
+runner = CliRunner()
+
+
+def _all_commands() -> list[list[str]]:
+    root = typer.main.get_command(app)
+    out: list[list[str]] = []
+
+    def walk(cmd: object, path: list[str]) -> None:
+        out.append(path)
+        # typer vendors its own click, so test for the shape rather than a class
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    return out
+
+
+@pytest.mark.parametrize("path", _all_commands(), ids=lambda p: " ".join(p) or "root")
+def test_help_everywhere(path: list[str]) -> None:
+    res = runner.invoke(app, [*path, "--help"])
+    assert res.exit_code == 0, res.output
+    assert "Usage" in res.output
+
+
+def test_version() -> None:
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"rackscale {__version__}"
+
+
+def test_fleet_show_json() -> None:
+    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-504", "--json"])
+    assert res.exit_code == 0
+    data = json.loads(res.output)
+    assert data["headline_gpus"] == 504 and data["totals"]["compute_tray"] == 126
+    assert data["peak_bf16_pflops"] == pytest.approx(504 * 4.0)
+
+
+def test_fleet_show_table_and_errors() -> None:
+    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-504"])
+    assert res.exit_code == 0 and "headline GPUs: 504" in res.output
+    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-9"])
+    assert res.exit_code == 2 and "valid seeds: seed-504" in res.output
+    res = runner.invoke(app, ["fleet", "show"])
+    assert res.exit_code == 2 and "give a fleet FILE or --seed" in res.output
+
+
+def test_fleet_path_and_affects() -> None:
+    res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c02/gpu1",
+                              "--json"])
+    assert json.loads(res.output)["fabric"] == "nvlink"
+    res = runner.invoke(app, ["fleet", "affects", "us-east/leaf-rail0-0", "--json"])
+    assert json.loads(res.output)["count"] == 36
+    res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c01/gpu4"])
+    assert res.exit_code == 2 and "unknown component id" in res.output
+
+
+def test_demo_runs_twice_and_reuses_store(tmp_path: Path) -> None:
+    """End to end, as a user runs it: a real process in a fresh directory."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    env.pop("RACKSCALE_DB", None)
+    cmd = [sys.executable, "-m", "rackscale", "demo"]
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "headline GPUs: 504" in first.stdout
+    assert (tmp_path / "rackscale-data" / "rackscale.db").exists()
+    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "already loaded (no change)" in second.stdout
