@@ -72,7 +72,7 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
             else:  # two or three members and no reference: each against the others
                 for m in members:
                     plan.append(("member", idx, int(m)))
-                    groups.append(np.asarray([x for x in members if x != m][:1] + [m]))
+                    groups.append(np.asarray([*[x for x in members if x != m][:1], m]))
         outs = test(groups)
         tests += len(groups)
         nxt = []

@@ -9,18 +9,10 @@ import numpy as np
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState
-from rackscale.certify.verdict import THRESHOLDS, Baseline, fleet_baseline, judge
+from rackscale.certify.verdict import THRESHOLDS, Baseline, fleet_baseline, judge, repeat_median
 
 CLOCK_THROTTLED = 0.97  # rack median clock below this fraction of nominal = throttled
 SHELF_DOWN_REL = 0.5  # a shelf delivering under half its peers' power is down
-
-
-def _median(samples: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmedian(np.where(mask, np.nan, samples), axis=0)
 
 
 def run_stage_gpu(st: RunState) -> None:
@@ -41,13 +33,13 @@ def run_stage_gpu(st: RunState) -> None:
     peak = st.spec(gpus, "bf16_dense_tflops")
     bw = st.spec(gpus, "hbm_tbps")
     jg = judge(gemm.samples, gemm.error_mask, gemm.errors,
-               fleet_baseline(_median(gemm.samples, gemm.error_mask), keys),
+               fleet_baseline(repeat_median(gemm.samples, gemm.error_mask), keys),
                THRESHOLDS["gemm"], spec_value=peak)
     checksum_bad = np.stack([~e["checksum_ok"] for e in gemm.extra]) & ~gemm.error_mask
     jh = judge(hbm.samples, hbm.error_mask, hbm.errors,
-               fleet_baseline(_median(hbm.samples, hbm.error_mask), keys),
+               fleet_baseline(repeat_median(hbm.samples, hbm.error_mask), keys),
                THRESHOLDS["hbm"], spec_value=bw)
-    st.warns += int(((jg.verdict == 1) & ~jg.failed).sum() + ((jh.verdict == 1)).sum())
+    st.warns += int(((jg.verdict == 1) & ~jg.failed).sum() + (jh.verdict == 1).sum())
 
     # Rack cooling: flow against need (spec reference 1.0), and throttled clocks.
     jt = judge(thermal.samples, thermal.error_mask, thermal.errors,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
+from rackscale.certify.findings import Finding
 from rackscale.certify.localize import bisect
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
@@ -62,7 +63,7 @@ def _localize_members(st: RunState, failing: list[tuple[np.ndarray, object, int 
 def run_stage_tray(st: RunState) -> None:
     topo = st.topo
     gpus = np.flatnonzero(st.ok)
-    trays, groups = split_by(gpus, topo.gpu_tray[gpus])
+    _trays, groups = split_by(gpus, topo.gpu_tray[gpus])
     for g in groups:
         st.ran[2][g] = True
     dropped = np.setdiff1d(gpus, np.concatenate(groups) if groups else gpus)
@@ -109,7 +110,7 @@ def run_stage_tray(st: RunState) -> None:
 def run_stage_domain(st: RunState) -> None:
     topo = st.topo
     gpus = np.flatnonzero(st.ok)
-    doms, groups = split_by(gpus, topo.gpu_domain[gpus])
+    _doms, groups = split_by(gpus, topo.gpu_domain[gpus])
     if not groups:
         return
     for g in groups:
@@ -137,8 +138,7 @@ def run_stage_domain(st: RunState) -> None:
             st.passed[3][g] = True
 
 
-def _unlocalized(component: str, stage: int, fabric: str):  # noqa: ANN202
-    from rackscale.certify.findings import Finding
+def _unlocalized(component: str, stage: int, fabric: str) -> Finding:
     return Finding(component=component, kind="unlocalized", stage=stage, confidence=0.5,
                    evidence={"fabric": fabric, "note": "group fails but no single part "
                              "explains it (several faults in one group?)"})

@@ -13,7 +13,14 @@ from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Outcome, Tester
 from rackscale.certify.measure import Backend, Groups, Scope
 from rackscale.certify.probes import PROBES, ProbeRegistry
-from rackscale.certify.verdict import THRESHOLDS, Baseline, Judgement, fleet_baseline, judge
+from rackscale.certify.verdict import (
+    THRESHOLDS,
+    Baseline,
+    Judgement,
+    fleet_baseline,
+    judge,
+    repeat_median,
+)
 from rackscale.errors import UserError
 from rackscale.fleet import GPUS, Topology
 
@@ -141,9 +148,7 @@ class RunState:
         nvlink = probe != "scaleout_allreduce"
         s = self.sample(probe, Scope(groups=Groups.of(groups), nvlink=nvlink,
                                      size_bytes=self.config.message_bytes), len(groups))
-        with np.errstate(all="ignore"):
-            med = np.nanmedian(np.where(s.error_mask, np.nan, s.samples), axis=0) \
-                if s.samples.size else np.zeros(0)
+        med = repeat_median(s.samples, s.error_mask)
         if learn:
             bl = fleet_baseline(med, keys, spec_ref=spec_ref)
             store = self.refs.setdefault(probe, {})

@@ -64,6 +64,15 @@ class Baseline:
                 "sigma_rel": round(float(self.sigma_rel[i]), 5), "baseline": self.source}
 
 
+def repeat_median(samples: np.ndarray, error_mask: np.ndarray) -> np.ndarray:
+    """Median over repeats ([repeats, n] -> [n]) ignoring errored repeats (NaN if all)."""
+    if samples.size == 0:
+        return np.zeros(samples.shape[1:] if samples.ndim > 1 else 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: dead parts
+        return np.nanmedian(np.where(error_mask, np.nan, samples), axis=0)
+
+
 def fleet_baseline(medians: np.ndarray, keys: np.ndarray, *, spec_ref: np.ndarray | None = None,
                    min_samples: int = 5, default_sigma: float = 0.01) -> Baseline:
     """Median/MAD of `medians` per key (SKU), falling back to `spec_ref` for sparse keys."""
@@ -147,10 +156,7 @@ def judge(samples: np.ndarray, error_mask: np.ndarray, errors: dict[int, str],
     """Verdicts of `samples` ([repeats, n], NaN where errored) against `baseline`."""
     with np.errstate(invalid="ignore", divide="ignore"):
         rel_s = samples / baseline.reference[None, :]
-    clean = np.where(error_mask, np.nan, samples)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: dead parts
-        median = np.nanmedian(clean, axis=0)
+    median = repeat_median(samples, error_mask)
     rel = median / baseline.reference
     fail_line = 1.0 - np.maximum(th.k_fail * baseline.sigma_rel, th.min_drop)
     warn_line = 1.0 - np.maximum(th.k_warn * baseline.sigma_rel, th.min_drop / 2)
