@@ -142,30 +142,38 @@ class Ladder:
             else:
                 for g in topo.affected_gpus(f.component):
                     external.setdefault(int(topo.gpu_tray[g]), []).append(f.component)
+        # GPUs are numbered tray by tray, so each tray is one run of GPU numbers.
+        t_starts = np.flatnonzero(np.diff(topo.gpu_tray, prepend=-1) != 0)
+        tray_of = topo.gpu_tray[t_starts]
+        ran_t = np.zeros(len(t_starts), bool)
+        passed_t = {}
+        for s in stages:
+            ran_t |= np.maximum.reduceat(st.ran[s], t_starts)
+            passed_t[s] = np.minimum.reduceat(st.passed[s], t_starts)
+        tray_rack = topo.gpu_rack[t_starts]
         out: list[ComponentResult] = []
         for rack in topo.racks:
-            g0, g1 = rack.gpu_first, rack.gpu_end
-            trays = np.unique(topo.gpu_tray[g0:g1])
+            trays = np.arange(np.searchsorted(tray_rack, rack.index),
+                              np.searchsorted(tray_rack, rack.index, side="right"))
+            rack_bad = in_rack.get(rack.index, [])
             trays_failed = 0
-            for tray in trays:
-                sel = np.flatnonzero(topo.gpu_tray[g0:g1] == tray) + g0
-                ran = any(st.ran[s][sel].any() for s in stages)
-                passed = [s for s in stages if st.passed[s][sel].all()]
-                why = in_tray.get(int(tray), []) + in_rack.get(rack.index, [])
-                verdict = "not_run" if not ran else ("fail" if why else "pass")
+            for t in trays:
+                tray = int(tray_of[t])
+                why = in_tray.get(tray, []) + rack_bad
+                verdict = "not_run" if not ran_t[t] else ("fail" if why else "pass")
                 trays_failed += verdict == "fail"
                 extra: dict[str, Any] = {}
                 if why:
                     extra["findings"] = sorted(set(why))
-                if int(tray) in external:
-                    extra["blocked_by"] = sorted(set(external[int(tray)]))
-                out.append(ComponentResult(component=topo.ids[int(tray)], verdict=verdict,
-                                           stages_passed=passed, extra=extra))
-            sel = np.arange(g0, g1)
+                if tray in external:
+                    extra["blocked_by"] = sorted(set(external[tray]))
+                out.append(ComponentResult(component=topo.ids[tray], verdict=verdict,
+                                           stages_passed=[s for s in stages if passed_t[s][t]],
+                                           extra=extra))
+            sel = slice(rack.gpu_first, rack.gpu_end)
             ran = any(st.ran[s][sel].any() for s in stages)
             passed = [s for s in stages if st.passed[s][sel].any()
                       and not (st.ran[s][sel] & ~st.passed[s][sel]).any()]
-            rack_bad = in_rack.get(rack.index, [])
             verdict = "not_run" if not ran else ("fail" if rack_bad else "pass")
             out.append(ComponentResult(
                 component=rack.id, verdict=verdict, stages_passed=passed,

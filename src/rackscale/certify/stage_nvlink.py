@@ -18,6 +18,11 @@ from rackscale.certify.verdict import THRESHOLDS, Baseline, judge
 NVLINK_SPEC_EFFICIENCY = 0.8  # spec floor: 80% of one-direction NVLink bandwidth per GPU
 
 
+def _nvlink_spec(st: RunState, groups: list[np.ndarray]) -> np.ndarray:
+    first = np.asarray([g[0] for g in groups])
+    return st.spec(first, "nvlink_gbps") / 2 * NVLINK_SPEC_EFFICIENCY
+
+
 def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     """Per-plane test of suspect domains; returns the domains whose switch trays explain it."""
     if not domains:
@@ -72,8 +77,7 @@ def run_stage_tray(st: RunState) -> None:
         return
     st.note(2, f"NVLink all-reduce on {len(groups)} trays")
     keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
-    spec = np.asarray([st.spec(g[:1], "nvlink_gbps")[0] / 2 * NVLINK_SPEC_EFFICIENCY
-                       for g in groups])
+    spec = _nvlink_spec(st, groups)
     try:
         j, _s = st.judge_groups("nvlink_allreduce", groups, keys=keys, spec_ref=spec,
                                 learn=True)
@@ -117,8 +121,7 @@ def run_stage_domain(st: RunState) -> None:
         st.ran[3][g] = True
     st.note(3, f"NVLink all-reduce on {len(groups)} domains")
     keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
-    spec = np.asarray([st.spec(g[:1], "nvlink_gbps")[0] / 2 * NVLINK_SPEC_EFFICIENCY
-                       for g in groups])
+    spec = _nvlink_spec(st, groups)
     try:
         j, s = st.judge_groups("nvlink_allreduce", groups, keys=keys, spec_ref=spec,
                                learn=True)

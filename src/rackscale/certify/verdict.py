@@ -68,9 +68,16 @@ def repeat_median(samples: np.ndarray, error_mask: np.ndarray) -> np.ndarray:
     """Median over repeats ([repeats, n] -> [n]) ignoring errored repeats (NaN if all)."""
     if samples.size == 0:
         return np.zeros(samples.shape[1:] if samples.ndim > 1 else 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: dead parts
-        return np.nanmedian(np.where(error_mask, np.nan, samples), axis=0)
+    clean = np.where(error_mask, np.nan, samples)
+    # np.median is several times faster than np.nanmedian; only columns with a NaN need the
+    # slow path, and those are the rare faulty parts.
+    med = np.median(clean, axis=0)
+    holes = np.isnan(med)
+    if holes.any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: dead parts
+            med[holes] = np.nanmedian(clean[:, holes], axis=0)
+    return med
 
 
 def fleet_baseline(medians: np.ndarray, keys: np.ndarray, *, spec_ref: np.ndarray | None = None,
