@@ -1,18 +1,31 @@
 """Certification: probes on the digital twin or real hardware, the staged ladder, verdicts
-against spec and fleet baselines, topology-aware fault localization, findings."""
+against spec and fleet baselines, topology-aware fault localization, findings.
 
-from rackscale.certify.backends import TwinBackend
-from rackscale.certify.campaign import Campaign, ProbeFailed
-from rackscale.certify.findings import ComponentResult, Finding, store_run, write_jsonl
-from rackscale.certify.ladder import CertifyRun, Ladder
-from rackscale.certify.measure import Backend, Groups, Measurement, Scope, Timed
-from rackscale.certify.probes import PROBES, Probe, ProbeRegistry, UnknownProbe
-from rackscale.certify.state import LadderConfig, LadderConfigError
-from rackscale.certify.verdict import THRESHOLDS, Baseline, Thresholds, fleet_baseline, judge
+Names are loaded lazily (PEP 562) so `rackscale.certify.torch_backend` and the probes import
+on a bare GPU machine that has torch and numpy but not the store's SQLAlchemy or pydantic.
+"""
 
-__all__ = [
-    "PROBES", "THRESHOLDS", "Backend", "Baseline", "Campaign", "CertifyRun", "ComponentResult",
-    "Finding", "Groups", "Ladder", "LadderConfig", "LadderConfigError", "Measurement", "Probe",
-    "ProbeFailed", "ProbeRegistry", "Scope", "Thresholds", "Timed", "TwinBackend",
-    "UnknownProbe", "fleet_baseline", "judge", "store_run", "write_jsonl",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "TwinBackend": "backends", "Campaign": "campaign", "ProbeFailed": "campaign",
+    "ComponentResult": "findings", "Finding": "findings", "store_run": "findings",
+    "write_jsonl": "findings", "CertifyRun": "ladder", "Ladder": "ladder", "Backend": "measure",
+    "Groups": "measure", "Measurement": "measure", "Scope": "measure", "Timed": "measure",
+    "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",
+    "LadderConfig": "state", "LadderConfigError": "state", "THRESHOLDS": "verdict",
+    "Baseline": "verdict", "Thresholds": "verdict", "fleet_baseline": "verdict",
+    "judge": "verdict",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

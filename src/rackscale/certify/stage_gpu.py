@@ -49,7 +49,9 @@ def run_stage_gpu(st: RunState) -> None:
                THRESHOLDS["thermal"])
     # Vectorised per rack (a 128k-GPU fleet has ~1,800 racks): mean clock of the rack's
     # GPUs (telemetry lists them rack by rack, in `racks` order) and share of slow GEMMs.
-    clocks = np.nanmean(np.stack([e["gpu_clock_frac"] for e in thermal.extra]), axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dead GPU reports no clock
+        clocks = np.nanmean(np.stack([e["gpu_clock_frac"] for e in thermal.extra]), axis=0)
     t_gpus = thermal.extra[0]["gpus"]
     t_starts = np.searchsorted(topo.gpu_rack[t_gpus], racks)
     finite = np.isfinite(clocks)

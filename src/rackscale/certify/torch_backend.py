@@ -115,7 +115,8 @@ class TorchBackend:
                     torch.matmul(a, b, out=c)
                     best = min(best, time.perf_counter() - t0)
                 secs.append(best)
-            oks.append(gemm_checksum_ok(a, b, c, rtol=2e-2 if self.cuda else 1e-4))
+            # bf16 output rounding is unbiased, so row sums stay within ~0.1%; 1% flags corruption
+            oks.append(gemm_checksum_ok(a, b, c, rtol=1e-2 if self.cuda else 1e-4))
             del a, b, c
         return Timed(np.asarray(secs), {}, {"checksum_ok": np.asarray(oks)})
 
