@@ -43,7 +43,7 @@ def steady_fault(draw, kind: str) -> Fault:
     return Fault(target=target, kind=kind, severity=severity)
 
 
-SETTINGS = settings(max_examples=6, deadline=None, derandomize=False,
+SETTINGS = settings(max_examples=8, deadline=None, derandomize=False,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -58,7 +58,7 @@ def test_each_kind_is_found_exactly_where_injected(kind: str) -> None:
     prop()
 
 
-@SETTINGS
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(of=st.sampled_from(STEADY), data=st.data(), duty=st.floats(0.2, 0.8),
        seed=st.integers(0, 2**31 - 1))
 def test_flapping_fault_is_found_and_named_flapping(of: str, data, duty: float,
@@ -135,3 +135,28 @@ def test_stages_can_be_chosen_and_are_validated() -> None:
     assert run.findings == []  # the switch is only visible with NVLink traffic
     with pytest.raises(LadderConfigError, match="valid stages"):
         LadderConfig(stages=(5,))
+
+
+MIXED = """
+name: mixed
+regions:
+  - name: a
+    racks: [{template: hgx-h200, count: 6}]
+  - name: b
+    racks: [{template: gb200-nvl72, count: 2}, {template: hgx-b200, count: 3, nodes_per_rack: 2}]
+"""
+
+
+@pytest.mark.parametrize(("target", "kind", "severity"), [
+    ("a/r02/n03/nvsw1", "nvlink_switch_down", None),
+    ("a/r04/n01/gpu5", "nvlink_port_down", None),
+    ("b/leaf-rail2-2", "leaf_degraded", 0.7),  # a leaf with only two GPUs under it
+    ("b/r04/n02/nic6", "bad_cable", 0.5),
+    ("b/r01/c09/gpu0", "slow_gpu", 0.93),
+])
+def test_hgx_and_mixed_sku_fleet(target: str, kind: str, severity: float | None) -> None:
+    from rackscale.fleet import parse_fleet
+    topo = Topology.build(parse_fleet(MIXED))
+    ff = faults_from([Fault(target=target, kind=kind, severity=severity)], topo)
+    run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=4))).run()
+    assert [(f.component, f.kind) for f in run.findings] == [(target, kind)]

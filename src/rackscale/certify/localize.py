@@ -54,13 +54,17 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
            ) -> tuple[list[Suspect], int]:
     """Suspects behind each failing group (members, its outcome, a known-good GPU or None).
     Returns the suspects and the number of tests run."""
-    pending = [(np.asarray(m), o, ref, [_step(np.asarray(m), o)]) for m, o, ref in failing]
+    # A reference given with a failing group lies outside it (another tray, another leaf on
+    # the same rail): if every member fails against it, the members' shared part is at fault.
+    # A reference taken from a passing half shares that part, so it cannot prove that.
+    pending = [(np.asarray(m), o, ref, [_step(np.asarray(m), o)], ref is not None)
+               for m, o, ref in failing]
     suspects: list[Suspect] = []
     tests = 0
     while pending:
         groups: list[np.ndarray] = []
         plan: list[tuple[str, int, int]] = []  # (what, pending index, member or -1)
-        for idx, (members, _out, ref, _trail) in enumerate(pending):
+        for idx, (members, _out, ref, _trail, _outside) in enumerate(pending):
             if len(members) >= 4:
                 half = len(members) // 2
                 plan.append(("halves", idx, -1))
@@ -80,7 +84,7 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
         member_hits: dict[int, list[tuple[int, Outcome]]] = {}
         member_seen: set[int] = set()
         for what, idx, m in plan:
-            members, out, ref, trail = pending[idx]
+            members, out, ref, trail, _outside = pending[idx]
             if what == "halves":
                 half = len(members) // 2
                 h1, h2 = members[:half], members[half:]
@@ -92,7 +96,7 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
                     suspects.append(Suspect("common", members, worst, t2))
                 elif o1.fail or o2.fail:
                     bad, good, o = (h1, h2, o1) if o1.fail else (h2, h1, o2)
-                    nxt.append((bad, o, int(good[0]), t2))
+                    nxt.append((bad, o, int(good[0]), t2, False))
                 else:
                     suspects.append(Suspect("unresolved", members, out, t2))
             else:
@@ -104,10 +108,15 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
                 if o.fail:
                     member_hits.setdefault(idx, []).append((m, o))
         for idx in member_seen:
-            members, out, ref, trail = pending[idx]
+            members, out, ref, trail, outside = pending[idx]
             hits = member_hits.get(idx, [])
-            if ref is None and len(hits) == len(members):
-                hits = []  # every pairing failed: cannot tell which member without a reference
+            if len(hits) == len(members) and len(members) >= 2:
+                if outside:
+                    worst = min((o for _, o in hits), key=lambda o: o.rel)
+                    suspects.append(Suspect("common", members, worst, trail))
+                    continue
+                if ref is None:
+                    hits = []  # every pairing failed and no reference: cannot tell which
             if not hits:
                 suspects.append(Suspect("unresolved", members, out, trail))
             for m, o in hits:

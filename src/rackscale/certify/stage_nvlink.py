@@ -6,6 +6,8 @@ until one GPU's NVLink port is left (localize.bisect)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
@@ -33,7 +35,8 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     samples = np.stack([e["gbps"] for e in s.extra])  # [repeats, domains, planes]
     r, nd, npl = samples.shape
     flat = samples.reshape(r, nd * npl)
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # padding planes of smaller domains
         ref = np.nanmedian(np.nanmedian(samples, axis=0), axis=1)  # per domain
     valid = np.isfinite(flat).all(axis=0)
     bl = Baseline(np.repeat(ref, npl), np.full(nd * npl, 0.01), "median plane of the domain")

@@ -54,7 +54,14 @@ def run_stage_multirack(st: RunState) -> None:
                 expected = _hier_expected(st, sub[p])
                 on_rel[int(i)] = float(np.nan_to_num(j_on.median[p])) / expected
         st.note(4, f"{len(bad)} leaf rings short; bisecting")
-        failing = [(groups[i], st.outcome(j, int(i), s), None) for i in bad]
+        # A reference GPU for small rings: one on the same rail under a leaf that passed.
+        good_rail: dict[tuple[int, int], int] = {}
+        for i in np.flatnonzero(~j.failed):
+            g0 = int(groups[i][0])
+            good_rail.setdefault((int(topo.gpu_region[g0]), int(topo.gpu_slot[g0])), g0)
+        failing = [(groups[i], st.outcome(j, int(i), s), good_rail.get(
+            (int(topo.gpu_region[groups[i][0]]), int(topo.gpu_slot[groups[i][0]])))
+            if len(groups[i]) < 4 else None) for i in bad]
         suspects, _ = bisect(failing, st.tester("scaleout_allreduce"))
         for sp in suspects:
             g0 = int(sp.members[0])

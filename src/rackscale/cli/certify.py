@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import typer
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rackscale.certify import (
@@ -50,7 +50,8 @@ def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
     ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
     names = {1: "stage 1: per GPU", 2: "stage 2: per tray", 3: "stage 3: per NVLink domain",
              4: "stage 4: multi-rack, NVLink off then on"}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+    with Progress(SpinnerColumn(), BarColumn(bar_width=12), TextColumn("{task.description}"),
+                  TimeElapsedColumn(),
                   console=console, disable=not show_progress) as bar:
         tasks: dict[int, Any] = {}
 
