@@ -160,3 +160,18 @@ def test_hgx_and_mixed_sku_fleet(target: str, kind: str, severity: float | None)
     ff = faults_from([Fault(target=target, kind=kind, severity=severity)], topo)
     run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=4))).run()
     assert [(f.component, f.kind) for f in run.findings] == [(target, kind)]
+
+
+def test_same_seed_same_run_and_nvlink_on_off_comparison_attributes_the_fabric() -> None:
+    faults = [Fault(target="us-west/r01/c03/nic2", kind="bad_cable", severity=0.4),
+              Fault(target="us-east/r02/s07", kind="nvlink_switch_degraded", severity=0.6)]
+    a, b = certify(faults, seed=21), certify(faults, seed=21)
+    assert [f.as_dict() for f in a.findings] == [f.as_dict() for f in b.findings]
+    cable = next(f for f in a.findings if f.kind == "bad_cable")
+    # NVLink off shows the cable's full shortfall; NVLink on (hierarchical) hides part of it
+    assert cable.evidence["fabric"] == "scaleout"
+    assert cable.evidence["nvlink_off_rel"] < 0.5 < cable.evidence["nvlink_on_rel"] < 0.95
+    switch = next(f for f in a.findings if f.kind == "nvlink_switch_degraded")
+    assert switch.evidence["fabric"] == "nvlink"
+    assert switch.evidence["estimated_severity"] == pytest.approx(0.6, abs=0.03)
+    assert all(r["shortfall"] == "none" for r in a.fabric)

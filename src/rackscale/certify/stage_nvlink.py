@@ -12,7 +12,7 @@ import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.findings import Finding
-from rackscale.certify.localize import bisect
+from rackscale.certify.localize import Outcome, bisect
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import THRESHOLDS, Baseline, judge
@@ -53,10 +53,10 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     return explained
 
 
-def _localize_members(st: RunState, failing: list[tuple[np.ndarray, object, int | None]],
+def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int | None]],
                       stage: int) -> list[int]:
     """Bisect failing NVLink groups; returns domains left to check plane by plane."""
-    suspects, _ = bisect(failing, st.tester("nvlink_allreduce"))  # type: ignore[arg-type]
+    suspects, _ = bisect(failing, st.tester("nvlink_allreduce"))
     domains = []
     for sp in suspects:
         g = int(sp.members[0])
