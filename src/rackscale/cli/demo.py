@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from rackscale.cli._common import DbOption, console
+from rackscale.cli.certify import step_certify
 from rackscale.cli.fleet import print_summary
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
@@ -43,6 +44,7 @@ def step_fleet(ctx: DemoContext) -> None:
 
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("certify", "certification ladder on the digital twin", step_certify),
 ]
 
 

@@ -1,0 +1,31 @@
+"""Certification: probes on the digital twin or real hardware, the staged ladder, verdicts
+against spec and fleet baselines, topology-aware fault localization, findings.
+
+Names are loaded lazily (PEP 562) so `rackscale.certify.torch_backend` and the probes import
+on a bare GPU machine that has torch and numpy but not the store's SQLAlchemy or pydantic.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "TwinBackend": "backends", "Campaign": "campaign", "ProbeFailed": "campaign",
+    "ComponentResult": "findings", "Finding": "findings", "store_run": "findings",
+    "write_jsonl": "findings", "CertifyRun": "ladder", "Ladder": "ladder", "Backend": "measure",
+    "Groups": "measure", "Measurement": "measure", "Scope": "measure", "Timed": "measure",
+    "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",
+    "LadderConfig": "state", "LadderConfigError": "state", "THRESHOLDS": "verdict",
+    "Baseline": "verdict", "Thresholds": "verdict", "fleet_baseline": "verdict",
+    "judge": "verdict",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,177 @@
+"""The state one ladder run carries between stages, and its helpers (probe sampling with
+error capture, judging group tests, building findings)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rackscale.certify.campaign import Campaign, ProbeFailed, Sampled
+from rackscale.certify.findings import Finding
+from rackscale.certify.localize import Outcome, Tester
+from rackscale.certify.measure import Backend, Groups, Scope
+from rackscale.certify.probes import PROBES, ProbeRegistry
+from rackscale.certify.verdict import (
+    THRESHOLDS,
+    Baseline,
+    Judgement,
+    fleet_baseline,
+    judge,
+    repeat_median,
+)
+from rackscale.errors import UserError
+from rackscale.fleet import GPUS, Topology
+
+DOWN_REL = 0.05  # a part at or below 5% of its reference is down/dead, not degraded
+STAGES = (1, 2, 3, 4)
+
+
+class LadderConfigError(UserError):
+    pass
+
+
+@dataclass(kw_only=True, slots=True)
+class LadderConfig:
+    """How a certification campaign runs. Validated at construction."""
+
+    stages: tuple[int, ...] = STAGES
+    repeats: int = 8  # samples per test, spread over one soak window (catches flapping)
+    soak_s: float = 600.0
+    message_bytes: int = 1 << 30  # all-reduce message size (nccl-tests style, 1 GiB)
+    domain_fraction: float = 0.5  # this share of a domain's trays failing blames its switches
+
+    def __post_init__(self) -> None:
+        self.stages = tuple(sorted(set(self.stages)))
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad or not self.stages:
+            raise LadderConfigError(f"stages {list(bad) or '(none)'} are not ladder stages; "
+                                    "valid stages: 1 (gpu), 2 (tray), 3 (domain), 4 (multi-rack)")
+        if not 1 <= self.repeats <= 64:
+            raise LadderConfigError(f"repeats={self.repeats}: use 1..64 (8 catches flapping "
+                                    "faults with duty 1/8..7/8)")
+        if self.soak_s <= 0 or self.message_bytes < 1024:
+            raise LadderConfigError("soak_s must be > 0 and message_bytes >= 1024")
+        if not 0 < self.domain_fraction <= 1:
+            raise LadderConfigError("domain_fraction must lie in (0, 1]")
+
+
+def split_by(values: np.ndarray, keys: np.ndarray, min_size: int = 2,
+             ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Group `values` by `keys` (any order): (unique keys kept, groups of >= min_size)."""
+    order = np.argsort(keys, kind="stable")
+    v, k = values[order], keys[order]
+    uniq, starts = np.unique(k, return_index=True)
+    parts = np.split(v, starts[1:])
+    keep = [i for i, p in enumerate(parts) if len(p) >= min_size]
+    return uniq[keep], [parts[i] for i in keep]
+
+
+@dataclass(slots=True)
+class RunState:
+    topo: Topology
+    backend: Backend
+    config: LadderConfig
+    campaign: Campaign
+    registry: ProbeRegistry = PROBES
+    findings: list[Finding] = field(default_factory=list)
+    progress: Callable[[int, str], None] | None = None
+    ok: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    ran: dict[int, np.ndarray] = field(default_factory=dict)
+    passed: dict[int, np.ndarray] = field(default_factory=dict)
+    refs: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
+    warns: int = 0
+    fabric: list[dict[str, object]] = field(default_factory=list)
+    sku_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    sku_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.topo.gpu_ids)
+        self.ok = np.ones(n, bool)
+        for s in STAGES:
+            self.ran[s] = np.zeros(n, bool)
+            self.passed[s] = np.zeros(n, bool)
+        self.sku_names = sorted(set(self.topo.gpu_sku))
+        self.sku_idx = np.asarray([self.sku_names.index(s) for s in self.topo.gpu_sku],
+                                  dtype=np.int16)
+
+    # ------------------------------------------------------------------ helpers
+    def note(self, stage: int, msg: str) -> None:
+        if self.progress is not None:
+            self.progress(stage, msg)
+
+    def spec(self, gpus: np.ndarray, attr: str) -> np.ndarray:
+        table = np.asarray([getattr(GPUS[s], attr) for s in self.sku_names], dtype=float)
+        return table[self.sku_idx[gpus]]
+
+    def sample(self, probe: str, scope: Scope, n: int) -> Sampled:
+        return self.campaign.sample(self.registry.create(probe, self.backend), scope, n)
+
+    def probe_error(self, stage: int, err: ProbeFailed, scope_id: str) -> None:
+        self.findings.append(Finding(
+            component=scope_id, kind="probe_error", stage=stage, confidence=1.0,
+            evidence={"probe": err.probe, "error": str(err.error),
+                      "error_type": type(err.error).__name__}))
+
+    def finding(self, component: str, kind: str, stage: int, *, flapping: bool,
+                confidence: float, evidence: dict[str, object], rel: float,
+                hard_fails: int) -> None:
+        ev = dict(evidence)
+        if kind not in ("sdc", "gpu_dead"):
+            ev["estimated_severity"] = round(max(rel, 0.0), 3)
+        if flapping:
+            ev["of"] = kind
+            ev["present_in_repeats"] = round(hard_fails / self.config.repeats, 3)
+            kind = "flapping"
+        self.findings.append(Finding(component=component, kind=kind, stage=stage,
+                                     evidence=ev, confidence=confidence))
+
+    def finding_from(self, component: str, kind: str, stage: int, j: Judgement, i: int,
+                     unit: str, source: str, extra: dict[str, object] | None = None) -> None:
+        self.finding(component, kind, stage, flapping=bool(j.flapping[i]),
+                     confidence=j.confidence(i), evidence=j.evidence(i, unit, source)
+                     | (extra or {}), rel=j.fail_rel(i), hard_fails=int(j.hard_fails[i]))
+
+    def finding_outcome(self, component: str, kind: str, stage: int, o: Outcome,
+                        extra: dict[str, object] | None = None) -> None:
+        self.finding(component, kind, stage, flapping=o.flapping, confidence=o.confidence,
+                     evidence=o.evidence | (extra or {}), rel=o.fail_rel,
+                     hard_fails=o.hard_fails)
+
+    # ------------------------------------------------------------------ group tests
+    def judge_groups(self, probe: str, groups: list[np.ndarray], *, keys: np.ndarray,
+                     spec_ref: np.ndarray | None, learn: bool,
+                     ) -> tuple[Judgement, Sampled]:
+        """Test each group once (with repeats) and judge it. `learn` sets the probe's
+        reference per key from these results (top-level tests); otherwise the stored one."""
+        nvlink = probe != "scaleout_allreduce"
+        s = self.sample(probe, Scope(groups=Groups.of(groups), nvlink=nvlink,
+                                     size_bytes=self.config.message_bytes), len(groups))
+        med = repeat_median(s.samples, s.error_mask)
+        if learn:
+            bl = fleet_baseline(med, keys, spec_ref=spec_ref)
+            store = self.refs.setdefault(probe, {})
+            for k in np.unique(keys):
+                i = int(np.flatnonzero(keys == k)[0])
+                store[int(k)] = (float(bl.reference[i]), float(bl.sigma_rel[i]))
+        else:
+            table = self.refs[probe]
+            ref = np.asarray([table[int(k)][0] for k in keys])
+            sig = np.asarray([table[int(k)][1] for k in keys])
+            bl = Baseline(ref, sig, "reference learned from this stage's group tests")
+        return judge(s.samples, s.error_mask, s.errors, bl, THRESHOLDS[probe]), s
+
+    def tester(self, probe: str) -> Tester:
+        def test(groups: list[np.ndarray]) -> list[Outcome]:
+            keys = np.asarray([self.sku_idx[g[0]] for g in groups], dtype=np.int64)
+            j, s = self.judge_groups(probe, groups, keys=keys, spec_ref=None, learn=False)
+            return [self.outcome(j, i, s) for i in range(len(groups))]
+        return test
+
+    @staticmethod
+    def outcome(j: Judgement, i: int, s: Sampled) -> Outcome:
+        return Outcome(fail=bool(j.failed[i]), rel=float(np.nan_to_num(j.rel[i])),
+                       fail_rel=j.fail_rel(i), flapping=bool(j.flapping[i]),
+                       hard_fails=int(j.hard_fails[i]), confidence=j.confidence(i),
+                       evidence=j.evidence(i, s.unit, s.source))

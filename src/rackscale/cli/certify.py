@@ -1,0 +1,288 @@
+"""`rackscale certify ...`: run the ladder, run one probe here, list findings."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rackscale.certify import (
+    PROBES,
+    CertifyRun,
+    Groups,
+    Ladder,
+    LadderConfig,
+    Scope,
+    TwinBackend,
+    store_run,
+    write_jsonl,
+)
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli.fleet import resolve_spec
+from rackscale.errors import UserError
+from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
+from rackscale.fleet import Topology
+from rackscale.store import DEFAULT_DATA_DIR, Store
+
+if TYPE_CHECKING:
+    from rackscale.cli.demo import DemoContext
+
+app = noun("Certify hardware: the staged ladder, single probes, findings.")
+
+
+def _stages(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.replace(" ", "").split(",") if s)
+    except ValueError:
+        raise UserError(f"--stages {text!r}: give stage numbers like 1,2,3,4") from None
+
+
+def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
+               config: LadderConfig, faults_file: str | None, show_progress: bool,
+               ) -> CertifyRun:
+    backend = TwinBackend(TwinHardware(topo, faults, seed=twin_seed))
+    ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
+    names = {1: "stage 1: per GPU", 2: "stage 2: per tray", 3: "stage 3: per NVLink domain",
+             4: "stage 4: multi-rack, NVLink off then on"}
+    with Progress(SpinnerColumn(), BarColumn(bar_width=12), TextColumn("{task.description}"),
+                  TimeElapsedColumn(),
+                  console=console, disable=not show_progress) as bar:
+        tasks: dict[int, Any] = {}
+
+        def progress(stage: int, msg: str) -> None:
+            for s, t in tasks.items():
+                if s != stage:
+                    bar.update(t, total=1, completed=1)
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(names[stage], total=None)
+            bar.update(tasks[stage], description=f"{names[stage]}: {escape(msg)}")
+
+        run = ladder.run(progress)
+        for t in tasks.values():
+            bar.update(t, total=1, completed=1)
+    return run
+
+
+def _evidence_text(ev: dict[str, Any]) -> str:
+    if "error" in ev:
+        return str(ev["error"])[:60]
+    if "repeats_wrong" in ev:
+        return f"wrong GEMM result in {ev['repeats_wrong']}/{ev.get('repeats', 8)} repeats"
+    if "of" in ev:
+        sev = ev.get("estimated_severity")
+        at = f" at {sev:.0%} of nominal" if isinstance(sev, float) and sev > 0 else ""
+        return f"{ev['of']}{at}, present in {ev['present_in_repeats']:.0%} of repeats"
+    if "flow_lpm" in ev:
+        return (f"coolant {ev['flow_lpm']} of {ev['required_lpm']} L/min; GPU clocks "
+                f"{ev['gpu_clock_frac_median']:.0%}; {ev['gpus_throttled']} GPUs throttled")
+    parts = []
+    if ev.get("value") is not None:
+        parts.append(f"{ev['value']:.4g} {ev.get('unit', '')}")
+    if "rel" in ev:
+        parts.append(f"{ev['rel']:.0%} of ref")
+    if "nvlink_on_rel" in ev:
+        parts.append(f"NVLink on: {ev['nvlink_on_rel']:.0%}")
+    return ", ".join(parts)
+
+
+def _columns(table: Table) -> None:
+    table.add_column("component", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("stage", justify="right")
+    table.add_column("evidence")
+    table.add_column("conf", justify="right")
+
+
+def print_findings(run: CertifyRun) -> None:
+    what = "simulated on the digital twin" if run.backend == "twin" else "measured"
+    table = Table(title=f"findings ({what}), run {run.run_id}")
+    _columns(table)
+    for f in run.findings:
+        kind = f"flapping ({f.evidence['of']})" if f.kind == "flapping" else f.kind
+        table.add_row(f.component, kind, str(f.stage), escape(_evidence_text(f.evidence)),
+                      f"{f.confidence:.2f}")
+    console.print(table)
+    s = run.summary()
+    console.print(
+        f"GPUs healthy: [bold]{s['gpus_healthy']}[/]/{s['gpus_total']}; collective tests: "
+        f"{s['collective_tests']} ({s['collective_runs']} runs with repeats) vs "
+        f"{s['allpairs_tests']:,} all-pairs ({s['tests_vs_allpairs']:,.0f}x fewer); "
+        f"campaign time (simulated): {s['campaign_s'] / 3600:.1f} h; wall {s['wall_s']:.2f} s")
+
+
+def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:
+    store_run(store, fleet=run.fleet, run=run.summary(), findings=run.findings,
+              results=run.results)
+    write_jsonl(run.findings, jsonl, run_id=run.run_id, backend=run.backend)
+
+
+@app.command()
+def run(
+    fleet: str | None = typer.Option(None, "--fleet", help="Fleet spec YAML."),
+    seed: str | None = typer.Option(None, "--seed", help="Built-in fleet (seed-504)."),
+    faults: str | None = typer.Option(None, "--faults", help="Faults file the twin applies "
+                                      "('demo' = the shipped demo faults)."),
+    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, e.g. 1,2,3,4."),
+    twin_seed: int = typer.Option(7, "--twin-seed", help="Random seed of the digital twin."),
+    repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
+    out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",
+                            help="Findings JSON lines (appended)."),
+    db: str | None = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Certify a fleet on the digital twin; exit 1 when anything fails."""
+    spec = resolve_spec(fleet, seed)
+    config = LadderConfig(stages=_stages(stages), repeats=repeats)
+    topo = Topology.build(spec)
+    path = demo_faults_path() if faults == "demo" else faults
+    ff = load_faults(path, topo) if path else None
+    store = Store(db)  # opened before the run: a bad --db fails fast
+    result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
+                        show_progress=not as_json)
+    _save(store, result, Path(out))
+    if as_json:
+        emit_json(result.summary() | {"findings": [f.as_dict() for f in result.findings]})
+    else:
+        print_findings(result)
+    if result.findings:
+        raise typer.Exit(1)
+
+
+def _achievable(probe: str, backend: Any, n: int, nbytes: int) -> tuple[float, str]:
+    """This machine's achievable peak for a probe, and where the figure comes from."""
+    if backend.cuda:
+        import torch
+        name = torch.cuda.get_device_name(0)
+        if probe == "gemm":
+            # H100/H200 share 989 TFLOPS dense BF16; ~790 measured here (NUMBERS.md)
+            return (790.0, "~790 TFLOPS measured on this workplace's H200 (NUMBERS.md)") \
+                if ("H200" in name or "H100" in name) else (float("nan"), "unknown SKU")
+        if probe == "hbm":
+            tbps = 4.8 if "H200" in name else 3.35 if "H100" in name else float("nan")
+            return tbps, f"datasheet {tbps} TB/s (NUMBERS.md)"
+        return float("nan"), "no link peak recorded"
+    if probe == "gemm":
+        a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+        b = np.random.default_rng(1).random((n, n), dtype=np.float32)
+        a @ b
+        best = min(_timed(lambda: a @ b) for _ in range(4))
+        return 2.0 * n**3 / best / 1e12, "numpy/OpenBLAS matmul, measured now, same size"
+    if probe == "hbm":
+        src = np.ones(nbytes // 4, dtype=np.float32)
+        dst = np.empty_like(src)
+        best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+        return 2.0 * nbytes / best / 1e12, "numpy copy, measured now, same size"
+    return float("nan"), "loopback gloo: no link peak"
+
+
+def _timed(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+@app.command()
+def probe(
+    name: str = typer.Argument(..., help="gemm | hbm | allreduce"),
+    backend_name: str = typer.Option("real", "--backend", help="real (this machine, "
+                                     "PyTorch) or twin (seed fleet's first GPUs)."),
+    size: int = typer.Option(16 << 20, "--size", help="All-reduce message size, bytes."),
+    world: int = typer.Option(2, "--world", help="All-reduce ranks (>= 2)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Run one probe here and print the figure against this machine's achievable peak."""
+    if name not in ("gemm", "hbm", "allreduce"):
+        raise UserError(f"unknown probe {name!r}; valid probes: gemm, hbm, allreduce")
+    if world < 2:
+        raise UserError("--world must be >= 2: a collective needs two ranks")
+    if backend_name == "real":
+        from rackscale.certify.torch_backend import TorchBackend
+        backend: Any = TorchBackend()
+        where = backend.describe()
+    elif backend_name == "twin":
+        from rackscale.fleet import seed_fleet
+        backend = TwinBackend(TwinHardware(Topology.build(seed_fleet()), seed=7))
+        where = "seed-504 digital twin"
+    else:
+        raise UserError(f"unknown backend {backend_name!r}; valid backends: real, twin")
+    probe_name = name
+    if name == "allreduce":
+        probe_name = "nvlink_allreduce" if backend_name == "real" and backend.cuda \
+            else "scaleout_allreduce"
+    p = PROBES.create(probe_name, backend)
+    if not p.detect():
+        raise UserError(f"probe {probe_name} cannot run here: {backend.why_not(probe_name)}")
+    scope = Scope(gpus=np.asarray([0]), groups=Groups.of([list(range(world))]),
+                  size_bytes=size)
+    m = p.run(scope)
+    value = float(m.values[0])
+    peak, peak_src = _achievable(name, backend, backend.gemm_n, backend.copy_bytes) \
+        if backend_name == "real" else (float("nan"), "twin")
+    out = {"probe": probe_name, "backend": m.backend, "source": m.source, "where": where,
+           "value": value, "unit": m.unit, "achievable_peak": peak, "peak_source": peak_src,
+           "fraction_of_peak": value / peak if peak == peak else None,
+           "extra": {k: np.asarray(v).tolist() for k, v in m.extra.items()}}
+    if as_json:
+        emit_json(out)
+        return
+    frac = f" = {value / peak:.0%} of achievable {peak:.4g} ({peak_src})" if peak == peak \
+        else f" ({peak_src})"
+    console.print(f"{probe_name} on {where}: [bold]{value:.4g} {m.unit}[/] ({m.source}){frac}")
+    if "checksum_ok" in m.extra:
+        console.print(f"GEMM result verified: {bool(m.extra['checksum_ok'][0])}")
+
+
+@app.command()
+def findings(
+    run_id: str | None = typer.Option(None, "--run", help="Run id (default: the latest)."),
+    db: str | None = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Findings of a certification run, from the store."""
+    store = Store(db)
+    runs = store.events(kind="certify.run", newest_first=True)
+    if not runs:
+        raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
+                        "run --seed seed-504 --faults demo` first")
+    chosen = next((r for r in runs if r.payload.get("run_id") == run_id), None) if run_id \
+        else runs[0]
+    if chosen is None:
+        raise UserError(f"no run {run_id!r}; runs: "
+                        f"{', '.join(r.payload['run_id'] for r in runs[:10])}")
+    rid = chosen.payload["run_id"]
+    rows = [e.payload for e in store.events(kind="certify.finding")
+            if e.payload.get("run_id") == rid]
+    if as_json:
+        emit_json({"run": chosen.payload, "findings": rows})
+        return
+    table = Table(title=f"findings of run {rid} ({chosen.payload.get('backend')}, "
+                  f"{chosen.time:%Y-%m-%d %H:%M} UTC)")
+    _columns(table)
+    for f in rows:
+        kind = f"flapping ({f['evidence'].get('of')})" if f["kind"] == "flapping" else f["kind"]
+        table.add_row(f["component"], kind, str(f["stage"]),
+                      escape(_evidence_text(f["evidence"])), f"{f['confidence']:.2f}")
+    console.print(table)
+    console.print(f"{len(rows)} findings; GPUs healthy {chosen.payload.get('gpus_healthy')}/"
+                  f"{chosen.payload.get('gpus_total')}")
+
+
+def step_certify(ctx: DemoContext) -> None:
+    """Demo step: the ladder on the seed fleet's twin with the shipped faults file."""
+    path = demo_faults_path()
+    ff = load_faults(path, ctx.topo)
+    console.print(f"faults file: {path} ({len(ff.faults)} faults injected into the twin)")
+    result = run_ladder(ctx.topo, ff, twin_seed=ctx.seed, config=LadderConfig(),
+                        faults_file=path, show_progress=True)
+    _save(ctx.store, result, ctx.data_dir / "findings.jsonl")
+    print_findings(result)
+    ctx.results["certify"] = result.summary() | {
+        "failed_components": result.failed_components,
+        "findings": [f.as_dict() for f in result.findings],
+    }
