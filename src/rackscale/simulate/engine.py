@@ -100,6 +100,9 @@ class _Engine:
         self.t = np.zeros(k)
         self.phase = np.full(k, RUN, dtype=np.int8)
         self.phase_end = np.full(k, np.inf)
+        # A recovery that needs no unit goes DETECT -> RESTART without an event between: it
+        # is one RESTART phase whose time before `restart_from` counts as detection.
+        self.restart_from = np.zeros(k)
         self.wait_at = np.full(k, np.inf)
         self.next_fail = self.fails.gap[:, 0].copy()
         self.fail_i = np.ones(k, dtype=np.int64)
@@ -169,10 +172,16 @@ class _Engine:
         self.t[idx] = t_new
         ph = self.phase[idx]
         tl = self.tally
-        for code, acc in ((DETECT, tl.detect), (WAIT, tl.wait), (RESTART, tl.restart)):
+        for code, acc in ((DETECT, tl.detect), (WAIT, tl.wait)):
             m = ph == code
             if m.any():
                 acc[idx[m]] += dt[m]
+        m = ph == RESTART
+        if m.any():
+            i, d = idx[m], dt[m]
+            before = np.clip(self.restart_from[i] - (t_new[m] - d), 0.0, d)
+            tl.detect[i] += before
+            tl.restart[i] += d - before
         m = ph == RUN
         if m.any():
             self._advance_run(idx[m], dt[m])
@@ -296,6 +305,7 @@ class _Engine:
         r = i[ready]
         self.phase[r] = RESTART
         self.phase_end[r] = self.t[r] + self.p.u0_h
+        self.restart_from[r] = self.t[r]
         self.wait_at[r] = np.inf
         w = i[~ready]
         if w.size:
@@ -305,16 +315,20 @@ class _Engine:
 
     def _interrupt(self, i: np.ndarray, cause: np.ndarray, unit_u: np.ndarray) -> None:
         p, tl = self.p, self.tally
-        np.add.at(tl.interruptions, (i, cause), 1)
+        tl.interruptions[i, cause] += 1  # one event per trial per step: (i, cause) unique
         running = i[self.phase[i] == RUN]
         tl.recompute[running] += self.seg_wall[running] + self.pend_wall[running]
         for a in (self.seg_work, self.seg_wall, self.pend_work, self.pend_wall, self.ckpt_left):
             a[running] = 0.0
         self.speed[i] = 1.0
         self.slow_found[i] = np.inf
-        self.phase[i] = DETECT
-        self.phase_end[i] = self.t[i] + p.cause_detect_h[cause]
+        detected = self.t[i] + p.cause_detect_h[cause]
+        self.phase[i] = RESTART  # DETECT instead if the fault costs the job a unit, below
+        self.restart_from[i] = detected
+        self.phase_end[i] = detected + p.u0_h
         self.wait_at[i] = np.inf
+        self.phase[i[self.short[i] > 0]] = DETECT
+        self.phase_end[i[self.short[i] > 0]] = detected[self.short[i] > 0]
         # hardware: which of the job's units the fault struck
         slot = np.minimum((unit_u * p.units_job).astype(np.int64), p.units_job - 1)
         unit = self.job_unit[i, slot]
@@ -354,7 +368,12 @@ class _Engine:
         self.in_job[il, ul] = False
         self.short[il] += 1
         if il.size:
-            self._fill(np.unique(il))
+            self._fill(il)
+            still = lost.copy()
+            still[lost] = self.short[il] > 0
+            # short of a unit: detect, then fill or wait (no direct restart)
+            self.phase[i[still]] = DETECT
+            self.phase_end[i[still]] = t[still] + p.cause_detect_h[cause[still]]
 
     # ------------------------------------------------------------------ spares
     def _fill(self, i: np.ndarray) -> None:
