@@ -17,6 +17,7 @@ import typer
 
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.fleet import print_summary
+from rackscale.cli.simulate import step_simulate
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
 
@@ -43,6 +44,7 @@ def step_fleet(ctx: DemoContext) -> None:
 
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("simulate", "simulated 30-day training job under failures", step_simulate),
 ]
 
 
