@@ -10,7 +10,7 @@ The model (the same one `simpy_ref` writes plainly):
   rate (its allocated GPUs x the model's rate per GPU-hour), whatever its phase: a failure
   while it recovers restarts the recovery. Idle spares do not fail.
 - Job phases: RUN (compute, then a blocking checkpoint every `tau` of fault-free work) ->
-  on failure DETECT (per-cause latency) -> WAIT while it lacks units -> RESTART (u0) -> RUN.
+  on failure: detection (per-cause latency) -> WAIT while it lacks units -> restart (u0) -> RUN.
   Work since the last completed checkpoint is lost (recompute).
 - A failure's cause picks its scope: none (restart only), tray (the tray goes to repair), or
   domain (the whole domain does). A unit with more trays out than its hot-spare trays, or in
@@ -33,7 +33,7 @@ import numpy as np
 
 from rackscale.simulate.config import Plan
 
-RUN, DETECT, WAIT, RESTART = 0, 1, 2, 3
+RUN, DETECT, WAIT = 0, 1, 2
 EV_FAIL, EV_SLOW, EV_SLOW_FOUND, EV_PHASE, EV_WAIT, EV_END = range(6)
 EPS = 1e-12
 SCOPE_TRAY, SCOPE_DOMAIN = 1, 2
@@ -99,10 +99,12 @@ class _Engine:
         self.k = k
         self.t = np.zeros(k)
         self.phase = np.full(k, RUN, dtype=np.int8)
-        self.phase_end = np.full(k, np.inf)
-        # A recovery that needs no unit goes DETECT -> RESTART without an event between: it
-        # is one RESTART phase whose time before `restart_from` counts as detection.
+        self.phase_end = np.full(k, np.inf)  # end of DETECT
+        # Detection and restart need no event of their own when no unit is missing: the job
+        # is in RUN from `run_from` on; before it, time up to `restart_from` is detection and
+        # the rest restart. One event per failure instead of three.
         self.restart_from = np.zeros(k)
+        self.run_from = np.zeros(k)
         self.wait_at = np.full(k, np.inf)
         self.next_fail = self.fails.gap[:, 0].copy()
         self.fail_i = np.ones(k, dtype=np.int64)
@@ -176,15 +178,15 @@ class _Engine:
             m = ph == code
             if m.any():
                 acc[idx[m]] += dt[m]
-        m = ph == RESTART
-        if m.any():
-            i, d = idx[m], dt[m]
-            before = np.clip(self.restart_from[i] - (t_new[m] - d), 0.0, d)
-            tl.detect[i] += before
-            tl.restart[i] += d - before
         m = ph == RUN
         if m.any():
-            self._advance_run(idx[m], dt[m])
+            i, d = idx[m], dt[m]
+            t0 = t_new[m] - d
+            rec = np.clip(self.run_from[i] - t0, 0.0, d)
+            det = np.clip(self.restart_from[i] - t0, 0.0, rec)
+            tl.detect[i] += det
+            tl.restart[i] += rec - det
+            self._advance_run(i, d - rec)
 
     def _advance_run(self, i: np.ndarray, dt: np.ndarray) -> None:
         """Compute/checkpoint cycles over dt at each trial's speed, in closed form."""
@@ -272,7 +274,8 @@ class _Engine:
         s.ensure(n)
         self.next_slow[i] = self.t[i] + s.gap[i, n]
         self.slow_i[i] = n + 1
-        r = i[self.phase[i] == RUN]  # a fail-slow part of a job that is down harms nothing
+        # a fail-slow part of a job that is down (or recovering) harms nothing
+        r = i[(self.phase[i] == RUN) & (self.run_from[i] <= self.t[i])]
         if r.size == 0:
             return
         self.tally.stragglers[r] += 1
@@ -287,14 +290,8 @@ class _Engine:
         self._interrupt(i, cause, self.slow_unit[i])
 
     def _on_phase_end(self, i: np.ndarray) -> None:
-        ph = self.phase[i]
-        up = i[ph == RESTART]
-        self.phase[up] = RUN
-        self.phase_end[up] = np.inf
-        found = i[ph == DETECT]
-        if found.size:
-            self._fill(found)
-            self._after_detect_or_wait(found)
+        self._fill(i)
+        self._after_detect_or_wait(i)
 
     def _on_wait(self, i: np.ndarray) -> None:
         self._fill(i)
@@ -303,9 +300,10 @@ class _Engine:
     def _after_detect_or_wait(self, i: np.ndarray) -> None:
         ready = self.short[i] == 0
         r = i[ready]
-        self.phase[r] = RESTART
-        self.phase_end[r] = self.t[r] + self.p.u0_h
+        self.phase[r] = RUN
+        self.phase_end[r] = np.inf
         self.restart_from[r] = self.t[r]
+        self.run_from[r] = self.t[r] + self.p.u0_h
         self.wait_at[r] = np.inf
         w = i[~ready]
         if w.size:
@@ -316,19 +314,21 @@ class _Engine:
     def _interrupt(self, i: np.ndarray, cause: np.ndarray, unit_u: np.ndarray) -> None:
         p, tl = self.p, self.tally
         tl.interruptions[i, cause] += 1  # one event per trial per step: (i, cause) unique
-        running = i[self.phase[i] == RUN]
+        running = i[(self.phase[i] == RUN) & (self.run_from[i] <= self.t[i])]
         tl.recompute[running] += self.seg_wall[running] + self.pend_wall[running]
         for a in (self.seg_work, self.seg_wall, self.pend_work, self.pend_wall, self.ckpt_left):
             a[running] = 0.0
         self.speed[i] = 1.0
         self.slow_found[i] = np.inf
         detected = self.t[i] + p.cause_detect_h[cause]
-        self.phase[i] = RESTART  # DETECT instead if the fault costs the job a unit, below
+        self.phase[i] = RUN  # recovering until run_from; DETECT if it lacks a unit, below
         self.restart_from[i] = detected
-        self.phase_end[i] = detected + p.u0_h
+        self.run_from[i] = detected + p.u0_h
+        self.phase_end[i] = np.inf
         self.wait_at[i] = np.inf
-        self.phase[i[self.short[i] > 0]] = DETECT
-        self.phase_end[i[self.short[i] > 0]] = detected[self.short[i] > 0]
+        short = self.short[i] > 0
+        self.phase[i[short]] = DETECT
+        self.phase_end[i[short]] = detected[short]
         # hardware: which of the job's units the fault struck
         slot = np.minimum((unit_u * p.units_job).astype(np.int64), p.units_job - 1)
         unit = self.job_unit[i, slot]
