@@ -150,12 +150,22 @@ class _Engine:
             ev = np.argmin(cand, axis=0)
             t_new = cand[ev, np.arange(idx.size)]
             self._advance(idx, t_new)
-            for code, handler in ((EV_FAIL, self._on_fail), (EV_SLOW, self._on_slow),
-                                  (EV_SLOW_FOUND, self._on_slow_found),
-                                  (EV_PHASE, self._on_phase_end), (EV_WAIT, self._on_wait)):
-                sel = idx[ev == code]
-                if sel.size:
-                    handler(sel)
+            # Fail-stop and straggler-found events are both interruptions: one call for both.
+            fail, found = idx[ev == EV_FAIL], idx[ev == EV_SLOW_FOUND]
+            if fail.size or found.size:
+                cause, unit = self._draw_fail(fail)
+                if found.size:
+                    fail = np.concatenate([fail, found])
+                    cause = np.concatenate([cause, np.full(found.size, len(self.p.causes) - 1)])
+                    unit = np.concatenate([unit, self.slow_unit[found]])
+                self._interrupt(fail, cause, unit)
+            sel = idx[ev == EV_SLOW]
+            if sel.size:
+                self._on_slow(sel)
+            sel = idx[(ev == EV_PHASE) | (ev == EV_WAIT)]
+            if sel.size:  # detection over, or a unit came back: fill, then restart or wait
+                self._fill(sel)
+                self._after_detect_or_wait(sel)
             done = idx[ev == EV_END]
             if done.size:
                 self._finish(done)
@@ -259,14 +269,13 @@ class _Engine:
         self.tally.useful_wall[running] += self.seg_wall[running]
 
     # ------------------------------------------------------------------ events
-    def _on_fail(self, i: np.ndarray) -> None:
+    def _draw_fail(self, i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f = self.fails
         n = self.fail_i[i]
         f.ensure(n)
-        cause, unit = f.cause[i, n - 1], f.unit[i, n - 1]
         self.next_fail[i] = self.t[i] + f.gap[i, n]
         self.fail_i[i] = n + 1
-        self._interrupt(i, cause, unit)
+        return f.cause[i, n - 1], f.unit[i, n - 1]
 
     def _on_slow(self, i: np.ndarray) -> None:
         s = self.slows
@@ -284,18 +293,6 @@ class _Engine:
         rf = r[first]
         self.slow_found[rf] = self.t[rf] + self.p.slow_detect_h
         self.slow_unit[rf] = s.unit[rf, self.slow_i[rf] - 2]
-
-    def _on_slow_found(self, i: np.ndarray) -> None:
-        cause = np.full(i.size, len(self.p.causes) - 1)
-        self._interrupt(i, cause, self.slow_unit[i])
-
-    def _on_phase_end(self, i: np.ndarray) -> None:
-        self._fill(i)
-        self._after_detect_or_wait(i)
-
-    def _on_wait(self, i: np.ndarray) -> None:
-        self._fill(i)
-        self._after_detect_or_wait(i)
 
     def _after_detect_or_wait(self, i: np.ndarray) -> None:
         ready = self.short[i] == 0
