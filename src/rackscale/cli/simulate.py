@@ -59,6 +59,8 @@ StragOpt = typer.Option(0.1, "--straggler-ratio",
 SlowOpt = typer.Option(3.04, "--straggler-slowdown", help="Job slowdown while a straggler runs.")
 SlowDetOpt = typer.Option(30.0, "--straggler-detect", help="Straggler detection, minutes.")
 ScaleOpt = typer.Option(1.0, "--rate-scale", help="Multiply every failure rate.")
+RepairOpt = typer.Option(1.0, "--repair-scale", help="Multiply every per-cause repair time.")
+RackRepairOpt = typer.Option(12.0, "--rack-repair", help="Whole-rack repair after escalation, h.")
 MfuOpt = typer.Option(1.0, "--mfu", help="Program goodput's model-FLOPs utilisation factor.")
 
 
@@ -84,7 +86,8 @@ def run_cmd(
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
     escalate_at: int = EscOpt, straggler_ratio: float = StragOpt,
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
-    rate_scale: float = ScaleOpt, mfu: float = MfuOpt,
+    rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
+    rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.run event (--db)."),
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
@@ -95,7 +98,8 @@ def run_cmd(
                   ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
                   spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
                   straggler_ratio=straggler_ratio, straggler_slowdown=straggler_slowdown,
-                  straggler_detect_min=straggler_detect, rate_scale=rate_scale, mfu=mfu)
+                  straggler_detect_min=straggler_detect, rate_scale=rate_scale,
+                  repair_scale=repair_scale, rack_repair_h=rack_repair, mfu=mfu)
     plan(cfg, fleet)  # bad shapes fail before the progress bar appears
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
