@@ -96,3 +96,35 @@ def test_demo_step_without_certification_uses_whole_fleet(tmp_path):
     ctx = _ctx(tmp_path)
     step_simulate(ctx)
     assert ctx.results["simulate"]["job_gpus"] == 504
+
+
+def test_sweep_of_spare_domains_reports_optimum_and_young_daly(tmp_path):
+    res = runner.invoke(app, ["simulate", "sweep", "--param", "spare-domains", "--values",
+                              "0,1,3", "--job-gpus", "288", "--rate-scale", "5", "--days", "20",
+                              "--trials", "30", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "optimum found: spare-domains = 3" in res.output
+    assert "Young/Daly" in res.output
+    assert (tmp_path / "sweep-spare-domains.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--param", "colour", "--values", "1"], "valid: ckpt-interval, spare-domains"),
+    (["--param", "spare-domains", "--values", "1.5"], "whole numbers"),
+    (["--param", "ckpt-interval", "--values", "10,-5"], "ckpt_interval_min"),
+    (["--values", "ten"], "numbers separated by commas"),
+])
+def test_bad_sweep_input_exits_2(tmp_path, args, message):
+    res = runner.invoke(app, ["simulate", "sweep", "--days", "1", "--trials", "2", "--out",
+                              str(tmp_path), *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+
+
+def test_oversized_run_is_refused_before_allocating(tmp_path):
+    fleet = tmp_path / "big.yaml"
+    fleet.write_text("name: big\nregions:\n  - name: a\n    racks: [{template: vr-nvl72, "
+                     "count: 2000}]\n")
+    res = runner.invoke(app, ["simulate", "run", "--fleet", str(fleet), "--trials", "5000"])
+    assert res.exit_code == 2
+    assert "too much memory" in res.output

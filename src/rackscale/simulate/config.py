@@ -28,6 +28,9 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
 
 
+MAX_CELLS = 50_000_000
+
+
 class SimulateError(UserError):
     pass
 
@@ -193,6 +196,14 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
         raise SimulateError(f"spare-domains {spares}: the fleet has only {free} {what} beyond "
                             f"the job's {units_job}; use 0..{free}")
     alloc = units_job * gpus_per_unit
+    # The engine holds per-trial arrays over every unit and over every pre-drawn failure:
+    # refuse sizes that would not fit in memory rather than swap the machine to death.
+    cells = config.trials * (units_job + spares) * (unit_trays + 4)
+    events = config.trials * model.rate_per_gpu_h * config.rate_scale * alloc * config.days * 24
+    if cells > MAX_CELLS or events > MAX_CELLS:
+        raise SimulateError(
+            f"{config.trials} trials of this job need too much memory ({cells:.3g} unit cells, "
+            f"{events:.3g} failure draws; limit {MAX_CELLS:.0e}): use fewer --trials or --days")
     slots = unit_trays if escalate == 0 else min(unit_trays, max(escalate, spare_trays + 1))
     causes = (*model.causes, STRAGGLER)
     detect = [c.detect_min if config.detect_min is None else config.detect_min for c in causes]
