@@ -221,6 +221,9 @@ def step_simulate(ctx: DemoContext) -> None:
     cfg = make_config(job_gpus=job, days=30, trials=200, seed=ctx.seed)
     result = run(cfg, fleet)
     print_result(result, causes=5)
+    if result["units_spare"] == 0:
+        console.print("no spare rack is left beside the job: every tray fault waits for its "
+                      "repair (try `rackscale simulate sweep --param spare-trays`)")
     ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
                            reason="rackscale demo")
     ctx.results["simulate"] = result
