@@ -223,7 +223,8 @@ def step_simulate(ctx: DemoContext) -> None:
     print_result(result, causes=5)
     if result["units_spare"] == 0:
         console.print("no spare rack is left beside the job: every tray fault waits for its "
-                      "repair (try `rackscale simulate sweep --param spare-trays`)")
+                      "repair (compare: `rackscale simulate sweep --job-gpus 432 "
+                      "--param spare-domains --values 0,1`)")
     ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
                            reason="rackscale demo")
     ctx.results["simulate"] = result
