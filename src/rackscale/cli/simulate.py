@@ -1,0 +1,230 @@
+"""`rackscale simulate ...`: ETTR and goodput of a training job under failures (simulated).
+
+`run` simulates one policy; `sweep` one policy parameter over values, writing a CSV and a PNG
+with the Young/Daly interval beside the optimum found. `step_simulate` is the demo's step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli.fleet import resolve_spec
+from rackscale.errors import UserError
+from rackscale.simulate import (
+    SIMULATED,
+    SWEEPS,
+    FleetShape,
+    SimConfig,
+    make_config,
+    plan,
+    run,
+    sweep,
+)
+from rackscale.simulate.report import payload, write_csv, write_png
+from rackscale.store import DEFAULT_DATA_DIR, Store
+
+if TYPE_CHECKING:
+    from rackscale.cli.demo import DemoContext
+
+app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
+
+FleetOpt = typer.Option(None, "--fleet", help="Fleet spec YAML.")
+SeedOpt = typer.Option(None, "--seed", help="Built-in fleet (default seed-504 without --fleet).")
+JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: the whole fleet).")
+DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
+TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
+RngOpt = typer.Option(0, "--rng-seed", help="Random seed (same seed, same failures).")
+ModelOpt = typer.Option("llama3", "--failure-model",
+                        help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
+IntervalOpt = typer.Option(30.0, "--ckpt-interval", help="Checkpoint interval, minutes.")
+CostOpt = typer.Option(60.0, "--ckpt-cost", help="Blocking checkpoint write, seconds.")
+RestartOpt = typer.Option(5.0, "--restart", help="Restart overhead u0, minutes.")
+DetectOpt = typer.Option(None, "--detect",
+                         help="Detection latency, minutes, for every cause (default: per cause).")
+AlignOpt = typer.Option("domain", "--align", help="domain: whole NVLink domains; tray: any trays.")
+SpareDomOpt = typer.Option(None, "--spare-domains",
+                           help="Hot-spare units (racks/nodes; trays with --align tray). "
+                                "Default: all the job leaves free.")
+SpareTrayOpt = typer.Option(0, "--spare-trays", help="Hot-spare trays kept idle in each domain.")
+EscOpt = typer.Option(3, "--escalate-at", help="Trays out that send a whole rack to repair "
+                      "(0: never).")
+StragOpt = typer.Option(0.1, "--straggler-ratio",
+                        help="Fail-slow rate as a fraction of the fail-stop rate.")
+SlowOpt = typer.Option(3.04, "--straggler-slowdown", help="Job slowdown while a straggler runs.")
+SlowDetOpt = typer.Option(30.0, "--straggler-detect", help="Straggler detection, minutes.")
+ScaleOpt = typer.Option(1.0, "--rate-scale", help="Multiply every failure rate.")
+RepairOpt = typer.Option(1.0, "--repair-scale", help="Multiply every per-cause repair time.")
+RackRepairOpt = typer.Option(12.0, "--rack-repair", help="Whole-rack repair after escalation, h.")
+MfuOpt = typer.Option(1.0, "--mfu", help="Program goodput's model-FLOPs utilisation factor.")
+
+
+def _config(job_gpus: int | None, fleet: FleetShape, **kw: Any) -> SimConfig:
+    return make_config(job_gpus=fleet.gpus if job_gpus is None else job_gpus, **kw)
+
+
+def _fleet(file: str | None, seed: str | None) -> FleetShape:
+    return FleetShape.from_spec(resolve_spec(file, seed or (None if file else "seed-504")))
+
+
+def _progress(disable: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                    TimeElapsedColumn(), console=console, transient=True, disable=disable)
+
+
+@app.command("run")
+def run_cmd(
+    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
+    days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
+    failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
+    restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
+    spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
+    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt,
+    straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
+    rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
+    rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    record: bool = typer.Option(False, "--record", help="Store a simulate.run event (--db)."),
+    db: str | None = DbOption, as_json: bool = JsonOption,
+) -> None:
+    """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
+    fleet = _fleet(fleet_file, seed)
+    cfg = _config(job_gpus, fleet, days=days, trials=trials, seed=rng_seed,
+                  failure_model=failure_model, ckpt_interval_min=ckpt_interval,
+                  ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
+                  spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
+                  straggler_ratio=straggler_ratio, straggler_slowdown=straggler_slowdown,
+                  straggler_detect_min=straggler_detect, rate_scale=rate_scale,
+                  repair_scale=repair_scale, rack_repair_h=rack_repair, mfu=mfu)
+    plan(cfg, fleet)  # bad shapes fail before the progress bar appears
+    with _progress(as_json) as bar:
+        task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
+        result = run(cfg, fleet, progress=lambda f: bar.update(task, completed=f))
+    if record:
+        Store(db).append_event(fleet.name, "simulate.run", payload(result),
+                               actor="cli", reason="rackscale simulate run")
+    if as_json:
+        emit_json(result)
+        return
+    print_result(result)
+
+
+def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
+    e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
+    console.print(f"[bold]{SIMULATED}[/]")
+    units = "domains" if r["align"] == "domain" else "trays"
+    console.print(
+        f"job {r['job_gpus']} GPUs ({r['units_job']} {units}, {r['units_spare']} spare) "
+        f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
+        f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
+        f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
+    console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
+    console.print(
+        "goodput = scheduling x runtime x program = "
+        f"{g['scheduling']:.4f} x {g['runtime']:.4f} x {g['program']:.4f} = "
+        f"[bold]{g['total']:.4f}[/] ± {gc['total']:.4f}")
+    console.print(f"job MTTF {r['job_mttf_h']:.2f} h (model {r['job_mtbf_model_h']:.2f} h); "
+                  f"interruptions {r['interruptions']['mean']:.1f} ± "
+                  f"{r['interruptions']['ci95']:.1f} per trial; rack escalations "
+                  f"{r['rack_escalations']:.2f}; Young/Daly interval {r['young_min']:.1f}/"
+                  f"{r['daly_min']:.1f} min")
+    t = Table(title="interruptions per trial by cause (simulated)")
+    t.add_column("cause")
+    t.add_column("per trial", justify="right")
+    top = sorted(r["interruptions_by_cause"].items(), key=lambda kv: -kv[1])
+    for name, n in top[:causes]:
+        t.add_row(name, f"{n:.2f}")
+    lost = Table(title="hours lost per trial by cause (simulated)")
+    lost.add_column("cause")
+    lost.add_column("hours", justify="right")
+    for name, hours in r["lost_hours_by_cause"].items():
+        lost.add_row(name, f"{hours:.1f}")
+    console.print(t)
+    console.print(lost)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    param: str = typer.Option("ckpt-interval", "--param",
+                              help=f"Policy to sweep: {', '.join(SWEEPS)}."),
+    values: str = typer.Option("5,10,15,20,30,45,60,90", "--values",
+                               help="Comma-separated values to try."),
+    out: Path = typer.Option(Path(DEFAULT_DATA_DIR) / "sweeps", "--out",
+                             help="Directory for the CSV and PNG."),
+    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
+    days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
+    failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
+    restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
+    spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
+    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt, rate_scale: float = ScaleOpt,
+    as_json: bool = JsonOption,
+) -> None:
+    """Sweep one policy; report the optimum found beside the Young/Daly interval."""
+    try:
+        vals = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
+    fleet = _fleet(fleet_file, seed)
+    cfg = _config(job_gpus, fleet, days=days, trials=trials, seed=rng_seed,
+                  failure_model=failure_model, ckpt_interval_min=ckpt_interval,
+                  ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
+                  spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
+                  straggler_ratio=straggler_ratio, rate_scale=rate_scale)
+    with _progress(as_json) as bar:
+        task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
+        result = sweep(cfg, fleet, param, vals,
+                       progress=lambda n, f: bar.update(task, completed=n + f))
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, png_path = out / f"sweep-{param}.csv", out / f"sweep-{param}.png"
+    write_csv(result, csv_path)
+    write_png(result, png_path)
+    result |= {"csv": str(csv_path), "png": str(png_path)}
+    if as_json:
+        emit_json(result)
+        return
+    t = Table(title=f"ETTR vs {param} ({SIMULATED})")
+    for col in (param, "ETTR", "± 95% CI", "goodput", "MTTF h"):
+        t.add_column(col, justify="right")
+    for pt in result["points"]:
+        t.add_row(f"{pt['value']:g}", f"{pt['ettr']['mean']:.4f}", f"{pt['ettr']['ci95']:.4f}",
+                  f"{pt['goodput']['total']:.4f}", f"{pt['job_mttf_h']:.2f}")
+    console.print(t)
+    best = result["optimum"]
+    fitted = f" (parabola fit {best['fitted_min']:.1f})" if "fitted_min" in best else ""
+    console.print(f"optimum found: {param} = [bold]{best['value']:g}[/]{fitted}, ETTR "
+                  f"{best['ettr']['mean']:.4f}; Young/Daly interval: {result['young_min']:.1f} / "
+                  f"{result['daly_min']:.1f} min")
+    console.print(f"wrote {csv_path} and {png_path}")
+
+
+def step_simulate(ctx: DemoContext) -> None:
+    """Demo: a 30-day job on the seed fleet, sized to the certified capacity if there is one."""
+    fleet = FleetShape.from_spec(ctx.topo.spec)
+    domain = fleet.trays_per_domain * fleet.gpus_per_tray
+    certified = (ctx.results.get("certify") or {}).get("gpus_healthy")
+    if certified is not None:
+        job = int(certified) // domain * domain
+        how = (f"sized to the certified capacity: {certified} healthy GPUs -> {job} "
+               f"(whole {domain}-GPU NVLink domains)")
+        if job == 0:
+            console.print(f"no whole {domain}-GPU domain certified healthy: nothing to simulate")
+            ctx.results["simulate"] = {"simulated": True, "skipped": "no certified domain"}
+            return
+    else:
+        job = fleet.gpus
+        how = "no certification results: using the whole fleet"
+    console.print(f"job: {job} GPUs, {how}")
+    cfg = make_config(job_gpus=job, days=30, trials=200, seed=ctx.seed)
+    result = run(cfg, fleet)
+    print_result(result, causes=5)
+    if result["units_spare"] == 0:
+        console.print("no spare rack is left beside the job: every tray fault waits for its "
+                      "repair (compare: `rackscale simulate sweep --job-gpus 432 "
+                      "--param spare-domains --values 0,1`)")
+    ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
+                           reason="rackscale demo")
+    ctx.results["simulate"] = result

@@ -1,0 +1,43 @@
+"""Fleet simulator: goodput and ETTR of synchronous training jobs under failures (simulated).
+
+`run(config, fleet)` and `sweep(...)` return plain dicts that say `simulated: true`. The model
+is in `engine` (vectorised across Monte Carlo trials) and, written plainly for comparison, in
+`simpy_ref`. Failure models (Llama 3 Table 5, Meta RSC) are in `models`.
+"""
+
+from rackscale.simulate.config import (
+    FleetShape,
+    Plan,
+    SimConfig,
+    SimulateError,
+    make_config,
+    plan,
+)
+from rackscale.simulate.engine import Tallies, simulate
+from rackscale.simulate.models import (
+    CAUSES,
+    FAILURE_MODELS,
+    STRAGGLER,
+    Cause,
+    FailureModel,
+    UnknownFailureModel,
+    failure_model,
+    register,
+)
+from rackscale.simulate.results import (
+    SIMULATED,
+    SWEEPS,
+    meta_ettr,
+    renewal_ettr,
+    run,
+    summarize,
+    sweep,
+    young_daly,
+)
+
+__all__ = [
+    "CAUSES", "FAILURE_MODELS", "SIMULATED", "STRAGGLER", "SWEEPS", "Cause", "FailureModel",
+    "FleetShape", "Plan", "SimConfig", "SimulateError", "Tallies", "UnknownFailureModel",
+    "failure_model", "make_config", "meta_ettr", "plan", "register", "renewal_ettr", "run",
+    "simulate", "summarize", "sweep", "young_daly",
+]

@@ -1,0 +1,224 @@
+"""The simulation's inputs: a validated config, and the plan it resolves to on a given fleet.
+
+`SimConfig` holds the job and the policies (all times in the units their names say). `plan()`
+checks it against a fleet (a job larger than the fleet is an error) and turns it into the
+numbers the engines use, all in hours.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rackscale.errors import UserError
+from rackscale.fleet import FleetSpec, get_template
+from rackscale.simulate.models import (
+    FAILURE_MODELS,
+    SCOPES,
+    STRAGGLER,
+    Cause,
+    failure_model,
+)
+
+PosFloat = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+MAX_CELLS = 50_000_000
+
+
+class SimulateError(UserError):
+    pass
+
+
+class SimConfig(BaseModel):
+    """A job and its policies. Defaults marked (assumption) are not published figures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_gpus: Annotated[int, Field(gt=0)]
+    days: PosFloat = 30.0
+    trials: Annotated[int, Field(ge=1, le=100_000)] = 100
+    seed: Annotated[int, Field(ge=0)] = 0
+    failure_model: str = "llama3"
+    rate_scale: PosFloat = 1.0  # multiplies every failure rate (sensitivity studies)
+    # "domain": the job takes whole NVLink domains (NVL72 racks, HGX nodes); "tray": any trays.
+    align: Literal["domain", "tray"] = "domain"
+    ckpt_interval_min: PosFloat = 30.0  # fault-free compute between checkpoints
+    ckpt_cost_s: NonNeg = 60.0  # blocking checkpoint write (NUMBERS.md Young/Daly example)
+    restart_min: NonNeg = 5.0  # u0: reschedule + reload + warm-up (Meta's check uses 5 min)
+    detect_min: NonNeg | None = None  # overrides every cause's detection latency
+    # Fail-slow: rate as a fraction of the fail-stop rate (assumption), the whole job's
+    # slowdown while one is present (3.04x: ByteDance OSDI'25, single faulty worker), and how
+    # long straggler detection takes to find it (assumption).
+    straggler_ratio: NonNeg = 0.1
+    straggler_slowdown: Annotated[float, Field(ge=1)] = 3.04
+    straggler_detect_min: NonNeg = 30.0
+    spare_domains: Annotated[int, Field(ge=0)] | None = None  # None: every unit the job leaves
+    spare_trays: Annotated[int, Field(ge=0)] = 0  # hot-spare trays kept idle in each domain
+    escalate_at: Annotated[int, Field(ge=0)] = 3  # trays out that send a whole rack to repair
+    rack_repair_h: PosFloat = 12.0  # whole-rack repair after escalation (assumption)
+    repair_scale: PosFloat = 1.0  # multiplies every per-cause repair time
+    mfu: Annotated[float, Field(gt=0, le=1)] = 1.0  # program goodput's model-FLOPs share
+
+    @field_validator("failure_model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v not in FAILURE_MODELS:
+            raise ValueError(f"unknown failure model {v!r}; valid failure models: "
+                             f"{', '.join(sorted(FAILURE_MODELS))}")
+        return v
+
+
+def make_config(**values: object) -> SimConfig:
+    """SimConfig from keyword values; a bad value raises SimulateError naming field and fix."""
+    try:
+        return SimConfig(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            field = ".".join(str(p) for p in e["loc"]) or "config"
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{field.replace('_', '-')}: {msg} (got {e.get('input')!r})")
+        raise SimulateError("invalid simulation input: " + "; ".join(lines)) from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetShape:
+    """What the simulator needs of a fleet: its NVLink domains and their trays."""
+
+    name: str
+    domains: int
+    trays_per_domain: int  # 18 compute trays of an NVL72 rack; 1 node of an HGX domain
+    gpus_per_tray: int
+    template: str
+
+    @property
+    def gpus(self) -> int:
+        return self.domains * self.trays_per_domain * self.gpus_per_tray
+
+    @classmethod
+    def from_spec(cls, spec: FleetSpec) -> FleetShape:
+        shapes: set[tuple[int, int]] = set()
+        domains = 0
+        templates: set[str] = set()
+        for region in spec.regions:
+            for group in region.racks:
+                t = get_template(group.template)
+                templates.add(t.name)
+                if t.shape == "nvl72":
+                    shapes.add((t.trays, t.gpus_per_tray))
+                    domains += group.rack_count
+                else:  # an HGX node is its own NVLink domain
+                    shapes.add((1, t.gpus_per_tray))
+                    domains += group.rack_count * (group.nodes_per_rack or t.trays)
+        if len(shapes) != 1:
+            raise SimulateError(
+                f"fleet {spec.name} mixes NVLink domain shapes ({', '.join(sorted(templates))}); "
+                "the simulator runs one job on one shape: simulate each part separately")
+        (trays, gpt), = shapes
+        return cls(name=spec.name, domains=domains, trays_per_domain=trays, gpus_per_tray=gpt,
+                   template=",".join(sorted(templates)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """A config resolved on a fleet; every time in hours. A *unit* is what the job allocates:
+    an NVLink domain (align=domain) or a tray (align=tray)."""
+
+    config: SimConfig
+    fleet: FleetShape
+    units_job: int
+    units_spare: int
+    unit_trays: int
+    spare_trays: int
+    escalate_at: int  # 0 = never
+    slots: int  # pending tray repairs tracked per unit
+    job_gpus_alloc: int
+    fail_rate_h: float  # fail-stop interruptions per hour on the job's allocation
+    slow_rate_h: float
+    causes: tuple[Cause, ...]  # the model's causes, then STRAGGLER last
+    cause_p: np.ndarray  # probabilities of the fail-stop causes
+    cause_scope: np.ndarray  # index into SCOPES, per cause (straggler included)
+    cause_repair_h: np.ndarray
+    cause_detect_h: np.ndarray
+    slowdown: float
+    slow_detect_h: float
+    tau_h: float
+    w_h: float
+    u0_h: float
+    rack_repair_h: float
+    horizon_h: float
+
+    @property
+    def job_mtbf_h(self) -> float:
+        return 1 / self.fail_rate_h if self.fail_rate_h > 0 else math.inf
+
+
+def plan(config: SimConfig, fleet: FleetShape) -> Plan:
+    model = failure_model(config.failure_model)
+    gpt = fleet.gpus_per_tray
+    if config.align == "domain":
+        unit_trays = fleet.trays_per_domain
+        spare_trays = config.spare_trays
+        if spare_trays >= unit_trays:
+            raise SimulateError(
+                f"spare-trays {spare_trays} leaves no tray of a {unit_trays}-tray domain for the "
+                f"job; use 0..{unit_trays - 1}")
+        gpus_per_unit = (unit_trays - spare_trays) * gpt
+        units_fleet = fleet.domains
+        # An HGX domain is one node: nothing to escalate to.
+        escalate = config.escalate_at if unit_trays > 1 else 0
+        if escalate > unit_trays:
+            raise SimulateError(f"escalate-at {escalate} exceeds the {unit_trays} trays of a "
+                                f"domain; use 0 (never) or 1..{unit_trays}")
+    else:
+        if config.spare_trays:
+            raise SimulateError("spare-trays applies to align=domain only; with align=tray "
+                                "spares are whole trays: use --spare-domains")
+        unit_trays, spare_trays, gpus_per_unit = 1, 0, gpt
+        units_fleet = fleet.domains * fleet.trays_per_domain
+        escalate = 0  # a tray-aligned job has no domain to escalate
+    units_job = math.ceil(config.job_gpus / gpus_per_unit)
+    what = "NVLink domains" if config.align == "domain" else "trays"
+    if units_job > units_fleet:
+        raise SimulateError(
+            f"job of {config.job_gpus} GPUs needs {units_job} {what} of {gpus_per_unit} GPUs but "
+            f"fleet {fleet.name} has {units_fleet} ({fleet.gpus} GPUs); use --job-gpus "
+            f"<= {units_fleet * gpus_per_unit}")
+    free = units_fleet - units_job
+    spares = free if config.spare_domains is None else config.spare_domains
+    if spares > free:
+        raise SimulateError(f"spare-domains {spares}: the fleet has only {free} {what} beyond "
+                            f"the job's {units_job}; use 0..{free}")
+    alloc = units_job * gpus_per_unit
+    # The engine holds per-trial arrays over every unit and over every pre-drawn failure:
+    # refuse sizes that would not fit in memory rather than swap the machine to death.
+    cells = config.trials * (units_job + spares) * (unit_trays + 4)
+    events = config.trials * model.rate_per_gpu_h * config.rate_scale * alloc * config.days * 24
+    if cells > MAX_CELLS or events > MAX_CELLS:
+        raise SimulateError(
+            f"{config.trials} trials of this job need too much memory ({cells:.3g} unit cells, "
+            f"{events:.3g} failure draws; limit {MAX_CELLS:.0e}): use fewer --trials or --days")
+    slots = unit_trays if escalate == 0 else min(unit_trays, max(escalate, spare_trays + 1))
+    causes = (*model.causes, STRAGGLER)
+    detect = [c.detect_min if config.detect_min is None else config.detect_min for c in causes]
+    detect[-1] = 0.0  # a straggler's detection latency is straggler_detect_min, before it
+    rate = model.rate_per_gpu_h * config.rate_scale * alloc
+    return Plan(
+        config=config, fleet=fleet, units_job=units_job, units_spare=spares,
+        unit_trays=unit_trays, spare_trays=spare_trays, escalate_at=escalate, slots=slots,
+        job_gpus_alloc=alloc, fail_rate_h=rate, slow_rate_h=rate * config.straggler_ratio,
+        causes=causes, cause_p=np.asarray(model.shares, dtype=float),
+        cause_scope=np.array([SCOPES.index(c.scope) for c in causes], dtype=np.int8),
+        cause_repair_h=np.array([c.repair_h * config.repair_scale for c in causes]),
+        cause_detect_h=np.array(detect) / 60,
+        slowdown=config.straggler_slowdown, slow_detect_h=config.straggler_detect_min / 60,
+        tau_h=config.ckpt_interval_min / 60, w_h=config.ckpt_cost_s / 3600,
+        u0_h=config.restart_min / 60, rack_repair_h=config.rack_repair_h,
+        horizon_h=config.days * 24,
+    )

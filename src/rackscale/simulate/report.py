@@ -1,0 +1,81 @@
+"""Sweep outputs: a CSV row per swept value and a PNG of ETTR with the Young/Daly line.
+
+matplotlib is imported inside `write_png` (Agg backend: no display needed) so the engine does
+not pay for it.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from rackscale.simulate.results import SIMULATED
+
+CSV_FIELDS = ("param", "value", "ettr_mean", "ettr_ci95", "goodput_scheduling",
+              "goodput_runtime", "goodput_program", "goodput_total", "job_mttf_h",
+              "interruptions", "lost_recompute_h", "lost_restart_h", "lost_detection_h",
+              "lost_waiting_h", "lost_checkpoint_h", "lost_slowdown_h", "young_min", "daly_min",
+              "simulated")
+
+
+def payload(result: dict[str, Any]) -> dict[str, Any]:
+    """The `simulate.run` event payload of docs/contracts.md."""
+    keys = ("run_id", "job_gpus", "days", "trials", "seed", "failure_model",
+            "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
+            "interruptions_by_cause", "lost_hours_by_cause")
+    return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]}
+
+
+def write_csv(sweep: dict[str, Any], path: Path) -> None:
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(CSV_FIELDS)
+        for pt in sweep["points"]:
+            lost = pt["lost_hours_by_cause"]
+            g = pt["goodput"]
+            out.writerow([
+                sweep["param"], pt["value"], f"{pt['ettr']['mean']:.6f}",
+                f"{pt['ettr']['ci95']:.6f}", f"{g['scheduling']:.6f}", f"{g['runtime']:.6f}",
+                f"{g['program']:.6f}", f"{g['total']:.6f}", f"{pt['job_mttf_h']:.4f}",
+                f"{pt['interruptions']['mean']:.3f}", f"{lost['recompute']:.3f}",
+                f"{lost['restart']:.3f}", f"{lost['detection']:.3f}",
+                f"{lost['waiting for repair or spare']:.3f}", f"{lost['checkpoint writes']:.3f}",
+                f"{lost['straggler slowdown']:.3f}", f"{pt['young_min']:.3f}",
+                f"{pt['daly_min']:.3f}", "true",
+            ])
+
+
+def write_png(sweep: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [float(v) for v in sweep["values"]]
+    ys = [pt["ettr"]["mean"] for pt in sweep["points"]]
+    err = [0.0 if math.isnan(pt["ettr"]["ci95"]) else pt["ettr"]["ci95"]
+           for pt in sweep["points"]]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label="simulated ETTR (95% CI)")
+    best = sweep["optimum"]
+    ax.plot([float(best["value"])], [best["ettr"]["mean"]], "r*", markersize=12,
+            label=f"optimum found: {best['value']}")
+    daly, young = sweep["daly_min"], sweep["young_min"]
+    if sweep["param"] == "ckpt-interval" and not math.isnan(daly):
+        ax.axvline(daly, color="g", linestyle="--", label=f"Daly {daly:.1f} min")
+        ax.axvline(young, color="g", linestyle=":", label=f"Young {young:.1f} min")
+        ax.set_xlabel("checkpoint interval (min)")
+    else:
+        ax.set_xlabel(sweep["param"])
+        if not math.isnan(daly):
+            ax.plot([], [], " ", label=f"Young/Daly interval here: {daly:.1f} min")
+    ax.set_ylabel("ETTR")
+    ax.set_title(f"ETTR vs {sweep['param']} — {SIMULATED.split(' (')[0]}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.text(0.01, 0.01, SIMULATED, fontsize=6, color="gray")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
