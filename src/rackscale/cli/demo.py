@@ -17,6 +17,7 @@ import typer
 
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.fleet import print_summary
+from rackscale.cli.report import step_report
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
 
@@ -43,6 +44,7 @@ def step_fleet(ctx: DemoContext) -> None:
 
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("report", "usable-capacity report", step_report),
 ]
 
 
