@@ -17,17 +17,17 @@ TRAY_PATH = ["onboard", "seatrial", "burn_in", "production"]
 # The shipped-faults flavour the demo uses: one of each rule (remove, domain, degrade, warn).
 SEED_FAULTS: list[dict[str, Any]] = [
     {"component": "us-east/r02/c07/gpu3", "kind": "slow_gpu", "verdict": "fail",
-     "stage": "gpu", "evidence": {"tflops": 30.8, "baseline": 35.0}, "confidence": 0.97},
+     "stage": 1, "evidence": {"tflops": 30.8, "baseline": 35.0}, "confidence": 0.97},
     {"component": "us-west/r01/c03/nic2", "kind": "bad_cable", "verdict": "fail",
-     "stage": "multi_rack", "evidence": {"busbw_gbps": 64.0, "peak": 160.0},
+     "stage": 4, "evidence": {"busbw_gbps": 64.0, "peak": 160.0},
      "confidence": 0.9},
     {"component": "us-east/r04/s02", "kind": "nvlink_switch_down", "verdict": "fail",
-     "stage": "domain", "evidence": {"nvlink_busbw_tbps": 0.71}, "confidence": 0.99},
+     "stage": 3, "evidence": {"nvlink_busbw_tbps": 0.71}, "confidence": 0.99},
     {"component": "us-west/r03/cdu", "kind": "coolant_flow_low", "verdict": "fail",
-     "stage": "tray", "evidence": {"flow_lpm": 110.0, "required_lpm": 220.0},
+     "stage": 2, "evidence": {"flow_lpm": 110.0, "required_lpm": 220.0},
      "confidence": 0.95},
     {"component": "us-east/leaf-rail1-0", "kind": "leaf_degraded", "verdict": "warn",
-     "stage": "multi_rack", "evidence": {"busbw_ratio": 0.8}, "confidence": 0.7},
+     "stage": 4, "evidence": {"busbw_ratio": 0.8}, "confidence": 0.7},
 ]
 
 
@@ -61,7 +61,7 @@ def onboard(store: Store, topo: Topology, racks: list[str] | None = None,
 
 def certify(store: Store, topo: Topology, findings: list[dict[str, Any]], *,
             run_id: str = "c-0001", backend: str = "twin", seed: int = 7,
-            stages: tuple[str, ...] = ("gpu", "tray", "domain", "multi_rack"),
+            stages: tuple[int, ...] = (1, 2, 3, 4),
             fail_racks: tuple[str, ...] = (), skip_racks: tuple[str, ...] = ()) -> None:
     """One certification run: its findings, a result per tray and per rack, then the run."""
     for f in findings:
@@ -86,32 +86,40 @@ def certify(store: Store, topo: Topology, findings: list[dict[str, Any]], *,
             events.append(NewEvent(component_id=tray, kind="certify.result", actor="certify",
                                    payload={"run_id": run_id, "backend": backend,
                                             "verdict": "pass" if ok else "fail",
-                                            "stages_passed": ["gpu", "tray"] if ok else []}))
+                                            "stages_passed": [1, 2] if ok else []}))
         ok = rack.id not in bad_racks
         events.append(NewEvent(component_id=rack.id, kind="certify.result", actor="certify",
                                payload={"run_id": run_id, "backend": backend,
                                         "verdict": "pass" if ok else "fail",
-                                        "stages_passed": list(stages) if ok else ["gpu"]}))
+                                        "stages_passed": list(stages) if ok else [1]}))
     store.append_events(events)
     store.append_event(topo.spec.name, "certify.run", {
         "run_id": run_id, "backend": backend, "seed": seed, "faults_file": "faults/seed.yaml",
         "stages": list(stages), "collective_tests": 40, "allpairs_tests": 0, "campaign_s": 812.0,
         "gpus_total": len(topo.gpu_ids), "gpus_healthy": len(topo.gpu_ids) - 80,
-        "findings": len(findings)}, actor="certify", reason="certification ladder")
+        "findings": len(findings), "simulated" if backend == "twin" else "measured": True},
+        actor="certify", reason="certification ladder")
 
 
-def simulate(store: Store, topo: Topology, *, total: float = 0.9, job_gpus: int = 432,
+def simulate(store: Store, topo: Topology, *, ettr: float = 0.93, job_gpus: int = 432,
              sweep: bool = True) -> None:
+    """A simulate.run shaped like the simulate room's `results.summarize` (means with CI
+    half-widths, goodput split, infinite figures allowed) with a checkpoint-interval sweep."""
     payload: dict[str, Any] = {
-        "run_id": "s-0001", "job_gpus": job_gpus, "days": 30, "trials": 200, "seed": 7,
-        "failure_model": "llama3-405b", "ckpt_interval_min": 20,
-        "ettr": {"mean": 0.93, "ci95": [0.91, 0.95]},
-        "goodput": {"scheduling": 0.99, "runtime": 0.93, "program": 0.98, "total": total},
-        "job_mttf_h": 41.5, "interruptions_by_cause": {"faulty GPU": 5, "GPU HBM3": 2},
-        "lost_hours_by_cause": {"faulty GPU": 8.2, "GPU HBM3": 3.1, "checkpoint": 12.0}}
+        "simulated": True, "run_id": "sim-0001", "fleet": topo.spec.name, "job_gpus": job_gpus,
+        "days": 30, "trials": 200, "seed": 7, "failure_model": "llama3-405b",
+        "ckpt_interval_min": 20.0, "ettr": {"mean": ettr, "ci95": 0.02},
+        "goodput": {"scheduling": 0.99, "runtime": 0.94, "program": 0.4, "total": ettr * 0.4},
+        "goodput_ci95": {"scheduling": 0.001, "runtime": 0.02, "program": 0.0, "total": 0.01},
+        "job_mttf_h": 41.5, "job_mtbf_model_h": float("inf"),
+        "interruptions_by_cause": {"faulty GPU": 5.1, "GPU HBM3": 2.4},
+        "lost_hours_by_cause": {"recompute": 8.2, "restart": 3.1, "checkpoint writes": 12.0},
+        "young_min": 19.4, "daly_min": 18.4}
     if sweep:
-        payload["sweep"] = [{"ckpt_interval_min": m, "ettr": {"mean": e, "ci95": [e - .01,
-                                                                                   e + .01]}}
-                            for m, e in ((5, 0.95), (10, 0.94), (20, 0.93), (60, 0.88))]
+        points = [{"value": m, "ckpt_interval_min": m, "ettr": {"mean": e, "ci95": 0.01}}
+                  for m, e in ((5.0, 0.95), (10.0, 0.94), (20.0, 0.93), (60.0, 0.88))]
+        payload["sweep"] = {"simulated": True, "param": "ckpt-interval",
+                            "field": "ckpt_interval_min", "values": [5, 10, 20, 60],
+                            "points": points, "optimum": {"value": 5.0}}
     store.append_event(topo.spec.name, "simulate.run", payload, actor="simulate",
                        reason="simulated training run")

@@ -58,7 +58,7 @@ def test_report_renders_in_chromium(fleet_store: Store, topo: Topology,
             assert box and box["width"] > 600 and box["height"] > 150
             assert page.locator("#ledger tbody tr").count() == 7
             assert page.locator("#ledger tr[data-step=goodput] td.num").first.inner_text() \
-                .startswith("194.4")
+                .startswith("200.9")
             waterfall = page.locator("#waterfall")
             assert waterfall.is_visible()
             assert waterfall.evaluate("img => img.complete && img.naturalWidth") > 500

@@ -37,11 +37,11 @@ def test_build_show_validate(fleet_store: Store, topo: Topology, tmp_path: Path)
     r = runner.invoke(app, ["report", "show", "--db", fleet_store.url, "--json"])
     assert r.exit_code == 0, r.output
     shown = json.loads(r.stdout)
-    assert [s["count"] for s in shown["ledger"]] == [504, 504, 504, 430, 216, 216, 194.4]
+    assert [s["count"] for s in shown["ledger"]] == [504, 504, 504, 430, 216, 216, 200.9]
     assert shown["ledger"][-1]["basis"] == "simulated"
 
     r = runner.invoke(app, ["report", "show", "--db", fleet_store.url])
-    assert r.exit_code == 0 and "simulated (twin)" in r.output and "194.4" in r.output
+    assert r.exit_code == 0 and "simulated (twin)" in r.output and "200.9" in r.output
     r = runner.invoke(app, ["report", "show", "--db", fleet_store.url, "--shape-gpus", "64",
                             "--json"])
     certified = json.loads(r.stdout)["ledger"][5]

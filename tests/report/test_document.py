@@ -40,7 +40,10 @@ def test_report_json_validates_and_build_is_quick(full_store: Store, tmp_path: P
     built = build_report(full_store, tmp_path / "out")
     elapsed = time.perf_counter() - t0
     assert elapsed < 3.0, f"report build took {elapsed:.2f} s for the seed fleet"
-    doc = json.loads(built.json_path.read_text())
+    # strict JSON: the simulated run's infinite MTBF became null, not `Infinity`
+    doc = json.loads(built.json_path.read_text(),
+                     parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert doc["simulation"]["payload"]["job_mtbf_model_h"] is None
     validate_document(doc)
     jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
     assert [s["count"] for s in doc["ledger"]] == [s.count for s in built.ledger.steps]

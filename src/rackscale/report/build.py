@@ -49,7 +49,7 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     html = render_html(doc)
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     json_path, html_path = out / "report.json", out / "report.html"
-    _write_atomic(json_path, json.dumps(doc, indent=2, default=str) + "\n")
+    _write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
     _write_atomic(html_path, html)
     return BuiltReport(doc=doc, ledger=ledger, html_path=html_path, json_path=json_path,
                        seconds=time.perf_counter() - t0)

@@ -7,6 +7,7 @@ reads are the same figures.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
@@ -14,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from rackscale.report.collect import StoreView
-from rackscale.report.ledger import Ledger
+from rackscale.report.ledger import Ledger, stage_name
 from rackscale.report.reasons import describe
 from rackscale.report.rules import FAULT_RULES
 from rackscale.report.states import RACK_STATES, TRAY_STATES
@@ -33,12 +34,12 @@ def report_schema() -> dict[str, Any]:
 def _coverage(view: StoreView) -> dict[str, Any]:
     if view.certify_run is None:
         return {"status": "not_run", "stages": [], "rows": []}
-    stages: list[str] = list(view.certify_run.payload.get("stages") or [])
+    stages: list[str] = [stage_name(x) for x in view.certify_run.payload.get("stages") or []]
     rows = []
     topo = view.topo
     for ev in view.results:
         p = ev.payload
-        passed = [str(s) for s in p.get("stages_passed") or []]
+        passed = [stage_name(s) for s in p.get("stages_passed") or []]
         for s in passed:
             if s not in stages:
                 stages.append(s)
@@ -96,8 +97,10 @@ def _method(ledger: Ledger) -> list[dict[str, str]]:
                   "domain-wide finding (NVLink switch down or degraded).",
         "certified": f"Whole domains of {shape.gpus_per_domain} GPUs whose certify.result is "
                      f"pass with stages {', '.join(shape.required_stages) or '(none)'}.",
-        "goodput": "Certified GPUs x total goodput of the latest simulate.run (digital twin "
-                   "with failures, checkpoints, recovery); its 95% CI scales with the ETTR's.",
+        "goodput": "Certified GPUs x ETTR of the latest simulate.run (digital twin with "
+                   "failures, checkpoints, recovery): the share of wall time the job makes "
+                   "progress. Program goodput (MFU) is not a failure loss and is not applied. "
+                   "The 95% CI is the ETTR's over the simulated trials.",
     }
     return [{"step": s.key, "how": text[s.key], "basis": s.basis, "source": s.source}
             for s in ledger.steps]
@@ -131,7 +134,19 @@ def build_document(view: StoreView, ledger: Ledger, *, build_s: float | None = N
         "warnings": ledger.warnings,
         "build_s": None if build_s is None else round(build_s, 3),
     }
-    return doc
+    return finite(doc)
+
+
+def finite(obj: Any) -> Any:
+    """The document with NaN and infinities as null: report.json is strict JSON (a job that
+    never failed in the simulation has an infinite MTTF, which JSON cannot spell)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def validate_document(doc: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ digital twin, or nothing ("not_run": the count is carried through and flagged).
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +21,15 @@ from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
+
+# The certify room numbers its ladder's stages; results may carry numbers or names.
+STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
+
+
+def stage_name(stage: Any) -> str:
+    if isinstance(stage, int) and stage in STAGE_NAMES:
+        return STAGE_NAMES[stage]
+    return str(stage)
 
 
 class JobShapeError(UserError):
@@ -209,16 +219,21 @@ def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
             kind = str(p.get("kind", "unknown"))
             eff_kind, rule = rule_for(kind, p)
             action = effective_action(rule, p.get("verdict"))
-            row = {"component": cid, "kind": kind, "stage": p.get("stage"),
+            stage = p.get("stage")
+            row = {"component": cid, "kind": kind,
+                   "stage": None if stage is None else stage_name(stage),
                    "verdict": p.get("verdict"), "confidence": p.get("confidence"),
                    "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
                    "backend": p.get("backend", rp.get("backend")), "seq": ev.seq,
                    "affected_gpus": 0, "dropped_gpus": 0}
             findings.append(row)
-            if cid not in topo.index:
+            if cid == topo.spec.name:
+                affected = np.arange(n)  # a probe that failed fleet-wide certifies nothing
+            elif cid not in topo.index:
                 warnings.append(f"finding on {cid!r}, which is not in fleet {topo.spec.name}")
                 continue
-            affected = topo.affected_gpus(cid)
+            else:
+                affected = topo.affected_gpus(cid)
             row["affected_gpus"] = int(affected.size)
             if action == "remove":
                 row["dropped_gpus"] = mask.drop(affected, f"finding:{eff_kind}")
@@ -276,7 +291,7 @@ def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
             elif res.get("verdict") != "pass":
                 code = f"domain_verdict:{res.get('verdict')}"
             else:
-                passed = set(res.get("stages_passed") or [])
+                passed = {stage_name(x) for x in res.get("stages_passed") or []}
                 missing_stage = [s for s in shape.required_stages if s not in passed]
                 if missing_stage:
                     code = f"stage_not_passed:{missing_stage[0]}"
@@ -309,6 +324,36 @@ def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
     return {k: p.get(k) for k in keys if k in p} | {"event_seq": seq}
 
 
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _interval(mean: float, ci: Any) -> tuple[float, float] | None:
+    """A 95% CI given as a half-width (simulate's `mean_ci`) or as [low, high]."""
+    if _number(ci) is not None:
+        return mean - float(ci), mean + float(ci)
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_number(v) is not None for v in ci):
+        return float(ci[0]), float(ci[1])
+    return None
+
+
+def failure_goodput(p: dict[str, Any]) -> tuple[float, tuple[float, float] | None, str] | None:
+    """(fraction, its 95% CI, which figure) of a simulate.run payload: the share of wall time
+    the job makes progress despite failures. ETTR is that figure (Meta's definition); without
+    it, scheduling x runtime goodput. Program goodput (MFU) is a property of the model code,
+    not a loss to failures, so it is never applied to the ledger."""
+    ettr = p.get("ettr")
+    mean = _number(ettr.get("mean")) if isinstance(ettr, dict) else _number(ettr)
+    if mean is not None and 0.0 <= mean <= 1.0:
+        ci = _interval(mean, ettr.get("ci95")) if isinstance(ettr, dict) else None
+        return mean, ci, "ettr"
+    good = p.get("goodput") if isinstance(p.get("goodput"), dict) else {}
+    sched, run = _number(good.get("scheduling")), _number(good.get("runtime"))
+    if sched is not None and run is not None and 0.0 <= sched * run <= 1.0:
+        return sched * run, None, "goodput.scheduling x goodput.runtime"
+    return None
+
+
 def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
     sim = view.simulate_run
     label = f"expected goodput under failures ({shape.name})"
@@ -317,36 +362,29 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
                     basis="not_run", note="simulation not run",
                     source="no simulate.run events: count carried through")
     p = sim.payload
-    good = p.get("goodput") or {}
-    total = good.get("total") if isinstance(good, dict) else None
-    if not isinstance(total, int | float) or not 0.0 <= total <= 1.0:
-        ettr = (p.get("ettr") or {}).get("mean")
-        total = ettr if isinstance(ettr, int | float) and 0.0 <= ettr <= 1.0 else None
-    if total is None:
+    found = failure_goodput(p)
+    if found is None:
         return Step(key="goodput", label=label, count=certified, reason="simulate_invalid",
-                    basis="not_run", note="simulate.run has no goodput in [0, 1]",
+                    basis="not_run", note="simulate.run has no ETTR or goodput in [0, 1]",
                     source=f"simulate.run event seq {sim.seq}: no usable goodput figure")
-    count = round(certified * float(total), 1)
+    frac, interval, which = found
+    count = round(certified * frac, 1)
     ci = None
-    ettr = p.get("ettr") or {}
-    mean, ci95 = ettr.get("mean"), ettr.get("ci95")
-    if (isinstance(mean, int | float) and mean > 0 and isinstance(ci95, list | tuple)
-            and len(ci95) == 2):
-        # The goodput's uncertainty is the ETTR's (runtime goodput), scaled to the count.
-        ci = [round(count * float(ci95[0]) / mean, 1),
-              min(float(certified), round(count * float(ci95[1]) / mean, 1))]
+    if interval is not None:
+        ci = [max(0.0, round(certified * interval[0], 1)),
+              min(float(certified), round(certified * interval[1], 1))]
     note = ""
     job = p.get("job_gpus")
     if isinstance(job, int) and job != certified:
-        note = (f"simulated job of {job} GPUs; goodput fraction applied to the {certified} "
+        note = (f"simulated job of {job} GPUs; its ETTR applied to the {certified} "
                 "certified GPUs")
     keys = ("run_id", "seed", "failure_model", "days", "trials", "ckpt_interval_min",
             "job_gpus", "faults_file", "backend")
-    prov = {k: p.get(k) for k in keys if k in p} | {"event_seq": sim.seq,
-                                                      "goodput_total": float(total)}
+    prov = {k: p.get(k) for k in keys if k in p} | {"event_seq": sim.seq, "fraction": frac,
+                                                      "figure": which}
     return Step(key="goodput", label=label, count=count, reason="simulated_goodput",
                 basis="simulated", source=f"simulate.run {p.get('run_id')} (event seq "
-                f"{sim.seq}): certified GPUs x goodput {float(total):.3f}",
+                f"{sim.seq}): certified GPUs x {which} {frac:.3f}",
                 lost={"goodput_loss": round(certified - count, 1)},
                 provenance=prov, note=note, ci95=ci)
 

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from rackscale.report import plots
+from rackscale.report.ledger import failure_goodput
 
 STATE_COLORS = {
     "production": "#2f9e44", "certified": "#40c057", "burn_in": "#74c0fc",
@@ -196,15 +197,23 @@ def _goodput(doc: dict[str, Any]) -> str:
     if sim["status"] == "not_run":
         return '<p class="notrun" id="goodput">simulation not run: no ETTR or goodput</p>'
     p = sim["payload"]
-    ettr = p.get("ettr") or {}
-    ci = ettr.get("ci95") or ["?", "?"]
+    found = failure_goodput(p)
+    ettr = "no ETTR in the run" if found is None else (
+        f"{found[0]:.4f}" + ("" if found[1] is None else
+                             f" [{found[1][0]:.4f}, {found[1][1]:.4f}]") + f" ({found[2]})")
     good = p.get("goodput") or {}
-    facts = [("ETTR (mean, 95% CI)", f'{ettr.get("mean")} [{ci[0]}, {ci[1]}]'),
-             ("goodput", ", ".join(f"{k} {v}" for k, v in good.items())),
+    good_ci = p.get("goodput_ci95") or {}
+    goodput = ", ".join(
+        f"{k} {_num(v)}" + (f" ± {_num(good_ci[k])}" if k in good_ci else "")
+        for k, v in good.items())
+    facts = [("ETTR (mean, 95% CI)", ettr),
+             ("goodput (mean ± 95% CI)", goodput or "—"),
              ("job", f'{p.get("job_gpus")} GPUs for {p.get("days")} days, {p.get("trials")} '
                      'trials'),
-             ("job MTTF (h)", p.get("job_mttf_h")),
+             ("job MTTF (h)", _num(p.get("job_mttf_h"))),
              ("checkpoint interval (min)", p.get("ckpt_interval_min")),
+             ("Young / Daly interval (min)",
+              f'{_num(p.get("young_min"))} / {_num(p.get("daly_min"))}'),
              ("failure model", p.get("failure_model")), ("seed", p.get("seed")),
              ("run", f'{p.get("run_id")} (event seq {sim["seq"]})')]
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts)
@@ -219,10 +228,16 @@ def _goodput(doc: dict[str, Any]) -> str:
     if lost:
         imgs += f'<img class="plot" alt="hours lost by cause" src="data:image/png;base64,{lost}">'
     causes = p.get("interruptions_by_cause") or {}
-    extra = ("<p>interruptions by cause: " + escape(", ".join(
-        f"{k} {v}" for k, v in causes.items())) + "</p>") if causes else ""
+    extra = ("<p>interruptions per run by cause: " + escape(", ".join(
+        f"{k} {_num(v)}" for k, v in causes.items())) + "</p>") if causes else ""
     return (f'<p>{_basis("simulated")} digital-twin simulation; every figure here is '
             f'simulated.</p><table id="goodput">{rows}</table>{extra}{imgs}')
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "—" if v is None else str(v)
 
 
 def _method(doc: dict[str, Any]) -> str:

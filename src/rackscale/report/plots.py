@@ -61,20 +61,30 @@ def waterfall(ledger: list[dict[str, Any]]) -> str:
 
 
 def _sweep_points(sweep: Any) -> list[tuple[str, float, float | None, float | None]]:
-    """(label, ettr mean, ci low, ci high) of each policy of a simulate.run sweep."""
-    rows = sweep if isinstance(sweep, list) else (sweep or {}).get("points", [])
+    """(label, ETTR mean, CI low, CI high) per point of a simulate.run sweep: the simulate
+    room's `sweep()` dict ({param, points: [{value, ettr: {mean, ci95}}]}) or a plain list."""
+    param = sweep.get("param") if isinstance(sweep, dict) else None
+    rows = sweep.get("points", []) if isinstance(sweep, dict) else sweep
     out = []
     for row in rows if isinstance(rows, list) else []:
         if not isinstance(row, dict):
             continue
-        label = next((f"{k}={row[k]}" for k in ("policy", "name", "ckpt_interval_min",
-                                                "interval_min") if k in row), "?")
+        if param is not None and "value" in row:
+            label = f"{param}={row['value']}"
+        else:
+            label = next((f"{k}={row[k]}" for k in ("policy", "name", "value",
+                                                    "ckpt_interval_min") if k in row), "?")
         ettr = row.get("ettr")
         mean = ettr.get("mean") if isinstance(ettr, dict) else ettr
         ci = ettr.get("ci95") if isinstance(ettr, dict) else None
-        if isinstance(mean, int | float):
-            lo, hi = (ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None))
-            out.append((label, float(mean), lo, hi))
+        if not isinstance(mean, int | float):
+            continue
+        if isinstance(ci, int | float):
+            out.append((label, float(mean), mean - ci, mean + ci))
+        elif isinstance(ci, list | tuple) and len(ci) == 2:
+            out.append((label, float(mean), float(ci[0]), float(ci[1])))
+        else:
+            out.append((label, float(mean), None, None))
     return out
 
 
