@@ -9,29 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from rackscale.cli.demo import DemoContext
+from rackscale.cli.report import step_report
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.report import build_ledger, collect, validate_document
 from rackscale.store import Store, load_topology
 
-pytest.importorskip("rackscale.lifecycle")
-pytest.importorskip("rackscale.certify")
-pytest.importorskip("rackscale.simulate")
+lifecycle_cli = pytest.importorskip("rackscale.cli.lifecycle")
+certify_cli = pytest.importorskip("rackscale.cli.certify")
+simulate_cli = pytest.importorskip("rackscale.cli.simulate")
 
 
 @pytest.mark.timeout(300)
 def test_report_on_the_real_rooms(tmp_path: Path) -> None:
-    from rackscale.cli.certify import step_certify
-    from rackscale.cli.demo import DemoContext
-    from rackscale.cli.lifecycle import step_onboarding, step_triage
-    from rackscale.cli.report import step_report
-    from rackscale.cli.simulate import step_simulate
-
     store = Store(f"sqlite:///{tmp_path}/rackscale.db")
     topo = Topology.build(seed_fleet("seed-504"))
     load_topology(store, topo)
     ctx = DemoContext(topo=topo, store=store, seed=7, data_dir=tmp_path)
     try:
-        for step in (step_onboarding, step_certify, step_triage, step_simulate, step_report):
+        for step in (lifecycle_cli.step_onboarding, certify_cli.step_certify,
+                     lifecycle_cli.step_triage, simulate_cli.step_simulate, step_report):
             step(ctx)
         view = collect(store)
         ledger = build_ledger(view)
