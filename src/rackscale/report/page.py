@@ -152,12 +152,15 @@ def _coverage(doc: dict[str, Any]) -> str:
     if cov["status"] == "not_run":
         return '<p class="notrun" id="coverage">certification not run: no stage ran anywhere</p>'
     racks = [r for r in cov["rows"] if r["kind"] == "rack"]
-    trays = [r for r in cov["rows"] if r["kind"] != "rack"]
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for t in cov["rows"]:
+        if t["kind"] != "rack":
+            by_rack.setdefault(t["component"].rsplit("/", 1)[0], []).append(t)
     stages = cov["stages"]
     head = "".join(f"<th>{escape(s)}</th>" for s in stages)
     body = []
     for r in racks:
-        tr = [t for t in trays if t["component"].startswith(r["component"] + "/")]
+        tr = by_rack.get(r["component"], [])
         cells = "".join(
             f'<td class="{"stage-pass" if s in r["stages_passed"] else "stage-miss"}">'
             f'{"rack ✓" if s in r["stages_passed"] else "rack –"}'
