@@ -147,7 +147,11 @@ def show(
 @app.command()
 def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -> None:
     """Check a report.json against the published JSON Schema (exit 2 when it does not match)."""
-    import jsonschema
+    try:
+        import jsonschema
+    except ImportError:
+        raise ReportFileError("validating needs the jsonschema package: pip install "
+                              "'rackscale[test]' (or jsonschema)") from None
 
     from rackscale.report import validate_document
 

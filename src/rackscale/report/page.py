@@ -128,6 +128,16 @@ def _rack_map(doc: dict[str, Any]) -> str:
     return f'<div class="legend">{legend}</div><div id="rack-map">{"".join(cards)}</div>'
 
 
+EVIDENCE_KEYS = ("value", "unit", "rel", "reference", "baseline", "flow_lpm", "required_lpm")
+
+
+def _evidence(ev: dict[str, Any]) -> str:
+    """The headline numbers of a finding's evidence, the whole of it folded below."""
+    head = "; ".join(f"{k} {_num(ev[k])}" for k in EVIDENCE_KEYS if k in ev) or "evidence"
+    body = escape(json.dumps(ev, separators=(", ", ": "), default=str))
+    return f"<details><summary>{escape(head)}</summary><pre>{body}</pre></details>"
+
+
 def _findings(doc: dict[str, Any]) -> str:
     if doc["certification"]["status"] == "not_run":
         return '<p class="notrun" id="findings">certification not run: no findings</p>'
@@ -139,12 +149,12 @@ def _findings(doc: dict[str, Any]) -> str:
         f'<td class="num">{escape(str(f["confidence"]))}</td><td>{escape(f["action"])}: '
         f'{escape(f["rule"])}</td><td class="num">{f["affected_gpus"]} / {f["dropped_gpus"]}</td>'
         f'<td>{_basis("measured" if f["backend"] == "real" else "simulated")}</td>'
-        f'<td><pre>{escape(json.dumps(f["evidence"], indent=1, default=str))}</pre></td></tr>'
+        f'<td>{_evidence(f["evidence"])}</td></tr>'
         for f in doc["findings"])
     return ('<table id="findings"><thead><tr><th>component</th><th>kind</th><th>stage</th>'
             '<th>verdict</th><th>confidence</th><th>ledger rule</th><th>GPUs affected / '
-            f'dropped</th><th>basis</th><th>evidence</th></tr></thead><tbody>{rows}</tbody>'
-            '</table>')
+            'dropped at this step</th><th>basis</th><th>evidence</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table>')
 
 
 def _coverage(doc: dict[str, Any]) -> str:
