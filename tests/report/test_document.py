@@ -83,8 +83,14 @@ def test_not_run_report_is_valid_and_says_so(fleet_store: Store, tmp_path: Path)
     assert built.doc["certification"] == {"status": "not_run"}
 
 
-def test_html_is_self_contained(full_store: Store, tmp_path: Path) -> None:
+def test_html_is_self_contained(full_store: Store, topo: Topology, tmp_path: Path) -> None:
+    # text from the store is escaped, never markup: a hostile evidence string stays text
+    full_store.append_event("us-east/r01/c01/gpu0", "certify.finding", {
+        "component": "us-east/r01/c01/gpu0", "kind": "sdc", "stage": 1, "verdict": "fail",
+        "confidence": 1.0, "run_id": "c-0001", "backend": "twin",
+        "evidence": {"check": "<script>alert(1)</script>"}})
     html = build_report(full_store, tmp_path).html_path.read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<script" not in html
     # every src/href is inline data or an in-page anchor: readable offline
     refs = re.findall(r'(?:src|href)="([^"]*)"', html)

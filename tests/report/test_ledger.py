@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
 
-from rackscale.fleet import Topology
+from rackscale.fleet import Topology, synthetic_fleet
 from rackscale.report import (
     FAULT_RULES,
     RACK_STATES,
@@ -21,7 +21,7 @@ from rackscale.report import (
     build_ledger,
     collect,
 )
-from rackscale.store import ComponentRow, Event, Store
+from rackscale.store import ComponentRow, Event, Store, load_topology
 
 from .events import SEED_FAULTS, certify, onboard, simulate, trays_of, walk
 
@@ -216,3 +216,29 @@ def test_ledger_is_monotone_for_any_events(topo: Topology, data: st.DataObject) 
     ledger = build_ledger(view)
     assert_monotone(ledger)
     assert ledger.step("installed").count == len(view.inventory_gpus)
+
+
+def test_hgx_fleet_domains_are_nodes(tmp_path) -> None:
+    topo = Topology.build(synthetic_fleet(2, regions=1, template="hgx-h200"))
+    store = Store(f"sqlite:///{tmp_path}/hgx.db")
+    try:
+        load_topology(store, topo)
+        onboard(store, topo)
+        rack = topo.racks[0].id
+        certify(store, topo, [
+            {"component": f"{rack}/n02/nvsw1", "kind": "nvlink_switch_down", "verdict": "fail",
+             "stage": 3, "evidence": {}, "confidence": 0.9}])
+        view = collect(store)
+        # whole NVL72 domains cannot come from 8-GPU nodes
+        whole = build_ledger(view)
+        assert whole.step("certified").count == 0
+        assert set(whole.step("certified").lost) == {"shape_too_small"}
+        node = build_ledger(view, JobShape(name="hgx-nodes", gpus_per_domain=8,
+                                           required_stages=("tray",)))
+        assert_monotone(node)
+        # the NVSwitch finding fails one node's domain, nothing else
+        assert node.step("domain").lost == {"domain_degraded:nvlink_switch_down": 8}
+        # node results carry stages 1-2 in this run, racks carry the rest
+        assert node.step("certified").count == len(topo.gpu_ids) - 8
+    finally:
+        store.close()
