@@ -57,10 +57,10 @@ def _reasons(step: dict[str, Any]) -> str:
     return ", ".join(f"{_fmt(v)} {k}" for k, v in step["lost"].items())
 
 
-def ledger_table(ledger: list[dict[str, Any]], title: str, *, wide: bool) -> Table:
+def ledger_table(ledger: list[dict[str, Any]], *, wide: bool) -> Table:
     """The ledger as a Rich table; `wide` adds the reasons and inputs columns (else the
     caller prints them below the table, one numbered line per step)."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("step", no_wrap=True)
     table.add_column("GPUs", justify="right", no_wrap=True)
     table.add_column("lost", justify="right", no_wrap=True)
@@ -86,9 +86,10 @@ def ledger_table(ledger: list[dict[str, Any]], title: str, *, wide: bool) -> Tab
 
 def print_ledger(doc: dict[str, Any]) -> None:
     wide = console.width >= 160
-    console.print(ledger_table(doc["ledger"], f"usable capacity of {doc['fleet']['fleet']} "
-                               f"(job shape {doc['job_shape']['name']}; events up to seq "
-                               f"{doc['last_event_seq']})", wide=wide))
+    console.print(f"[bold]usable capacity of {escape(doc['fleet']['fleet'])}[/] (job shape "
+                  f"{escape(doc['job_shape']['name'])}; events up to seq "
+                  f"{doc['last_event_seq']})", highlight=False)
+    console.print(ledger_table(doc["ledger"], wide=wide))
     if not wide:
         for n, s in enumerate(doc["ledger"], 1):
             lost = f"lost {_reasons(s)}; " if s["lost"] else ""
