@@ -18,6 +18,7 @@ import typer
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.certify import step_certify
 from rackscale.cli.fleet import print_summary
+from rackscale.cli.report import step_report
 from rackscale.cli.simulate import step_simulate
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
@@ -47,6 +48,7 @@ STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
     ("certify", "certification ladder on the digital twin", step_certify),
     ("simulate", "simulated 30-day training job under failures", step_simulate),
+    ("report", "usable-capacity report", step_report),
 ]
 
 

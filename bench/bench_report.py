@@ -1,0 +1,98 @@
+"""Benchmark: report build time against fleet size, with the store read as the baseline.
+
+For each fleet (the seed fleet, then synthetic NVL72 fleets) the store gets the inventory,
+a full onboarding in lifecycle events, a certification run with findings and results, and a
+simulation run, all as contract events. Then the report is built and timed by phase:
+collect (reading the store: the floor every report pays), ledger, document, HTML (with
+plots), write. Ratios are against the collect time measured in the same run.
+
+    python bench/bench_report.py            # seed, 32, 128, 512 racks
+    python bench/bench_report.py --quick    # seed and 32 racks (CI smoke)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
+
+from rackscale.fleet import Topology, seed_fleet, synthetic_fleet
+from rackscale.report import build_document, build_ledger, collect, render_html
+from rackscale.store import Store, load_topology
+from report.events import certify, onboard, simulate
+
+
+def faults_for(topo: Topology) -> list[dict]:
+    """One slow GPU per 8 racks and one switch-tray finding per 16: a realistic sprinkle."""
+    out = []
+    for r in topo.racks[::8]:
+        out.append({"component": f"{r.id}/c05/gpu1", "kind": "slow_gpu", "verdict": "fail",
+                    "stage": 1, "evidence": {"tflops": 30.1}, "confidence": 0.95})
+    for r in topo.racks[3::16]:
+        out.append({"component": f"{r.id}/s02", "kind": "nvlink_switch_down", "verdict": "fail",
+                    "stage": 3, "evidence": {}, "confidence": 0.99})
+    return out
+
+
+def bench(name: str, topo: Topology, repeats: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{tmp}/bench.db")
+        t0 = time.perf_counter()
+        load_topology(store, topo)
+        onboard(store, topo)
+        certify(store, topo, faults_for(topo))
+        simulate(store, topo)
+        setup = time.perf_counter() - t0
+        best: dict[str, float] = {}
+        for _ in range(repeats):
+            t = {}
+            t0 = time.perf_counter()
+            view = collect(store)
+            t["collect"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ledger = build_ledger(view)
+            t["ledger"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            doc = build_document(view, ledger)
+            t["document"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            html = render_html(doc)
+            t["html"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            Path(tmp, "report.html").write_text(html)
+            Path(tmp, "report.json").write_text(json.dumps(doc, allow_nan=False))
+            t["write"] = time.perf_counter() - t0
+            t["total"] = sum(t.values())
+            best = t if not best or t["total"] < best["total"] else best
+        events = store.count_events()
+        html_kb = len(html) / 1024
+        store.close()
+    return {"fleet": name, "gpus": len(topo.gpu_ids), "events": events, "setup_s": setup,
+            "html_kb": html_kb, "usable": ledger.steps[-2].count, **best}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="seed fleet and 32 racks only")
+    args = ap.parse_args()
+    fleets = [("seed-504", Topology.build(seed_fleet()))]
+    sizes = [32] if args.quick else [32, 128, 512]
+    fleets += [(f"synthetic-{n}", Topology.build(synthetic_fleet(n))) for n in sizes]
+    print(f"{'fleet':<15}{'GPUs':>8}{'events':>9}{'collect s':>11}{'ledger s':>10}"
+          f"{'doc s':>8}{'html s':>8}{'write s':>9}{'total s':>9}{'x collect':>11}"
+          f"{'html KiB':>10}")
+    for name, topo in fleets:
+        r = bench(name, topo, repeats=1 if args.quick else 3)
+        print(f"{r['fleet']:<15}{r['gpus']:>8}{r['events']:>9}{r['collect']:>11.3f}"
+              f"{r['ledger']:>10.3f}{r['document']:>8.3f}{r['html']:>8.3f}{r['write']:>9.3f}"
+              f"{r['total']:>9.3f}{r['total'] / r['collect']:>11.2f}{r['html_kb']:>10.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""`rackscale report ...`: the usable-capacity ledger and the HTML/JSON report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.errors import UserError
+from rackscale.store import DEFAULT_DATA_DIR, Store
+
+if TYPE_CHECKING:
+    from rackscale.cli.demo import DemoContext
+
+app = noun("Usable-capacity ledger and report: what survives of the headline GPU count.")
+
+DEFAULT_OUT = f"{DEFAULT_DATA_DIR}/report"
+BASIS_STYLE = {"spec": "blue", "inventory": "blue", "measured": "green",
+               "simulated": "dark_orange", "recorded": "blue", "not_run": "dim"}
+BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
+              "simulated": "simulated (twin)", "recorded": "recorded events",
+              "not_run": "NOT RUN"}
+
+ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
+                               "shape needs (72: whole NVL72 domains).")
+StageOption = typer.Option(["domain"], "--stage", help="Certification stage every domain must "
+                           "have passed for the job shape (repeat for several).")
+
+
+class ReportFileError(UserError):
+    pass
+
+
+def _shape(gpus: int, stages: list[str]) -> Any:
+    from rackscale.report import JobShape
+
+    name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
+    return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
+
+
+def _fmt(n: float) -> str:
+    return f"{n:,.1f}" if float(n) % 1 else f"{int(n):,}"
+
+
+SHORT = {"headline": "headline GPUs", "installed": "installed", "powered": "powered & cooled",
+         "healthy": "healthy", "domain": "in healthy NVLink domain",
+         "certified": "certified for job shape", "goodput": "expected goodput"}
+
+
+def _reasons(step: dict[str, Any]) -> str:
+    return ", ".join(f"{_fmt(v)} {k}" for k, v in step["lost"].items())
+
+
+def ledger_table(ledger: list[dict[str, Any]], *, wide: bool) -> Table:
+    """The ledger as a Rich table; `wide` adds the reasons and inputs columns (else the
+    caller prints them below the table, one numbered line per step)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("step", no_wrap=True)
+    table.add_column("GPUs", justify="right", no_wrap=True)
+    table.add_column("lost", justify="right", no_wrap=True)
+    table.add_column("basis", no_wrap=True)
+    if wide:
+        table.add_column("lost by reason", overflow="fold", max_width=44)
+        table.add_column("inputs", overflow="fold", max_width=60)
+    prev = None
+    for n, s in enumerate(ledger, 1):
+        basis = f"[{BASIS_STYLE.get(s['basis'], '')}]{BASIS_TEXT.get(s['basis'], s['basis'])}[/]"
+        if s.get("ci95"):
+            basis += f"\n[dim]95% CI {_fmt(s['ci95'][0])}-{_fmt(s['ci95'][1])}[/]"
+        lost = "" if prev is None else _fmt(round(prev - float(s["count"]), 1))
+        row = [f"{n}. " + escape(SHORT.get(s["key"], s["label"])), _fmt(s["count"]), lost,
+               basis]
+        if wide:
+            row += [escape(_reasons(s).replace(", ", "\n")) or "-",
+                    f"[dim]{escape(s['source'])}[/]"]
+        table.add_row(*row)
+        prev = float(s["count"])
+    return table
+
+
+def print_ledger(doc: dict[str, Any]) -> None:
+    wide = console.width >= 160
+    console.print(f"[bold]usable capacity of {escape(doc['fleet']['fleet'])}[/] (job shape "
+                  f"{escape(doc['job_shape']['name'])}; events up to seq "
+                  f"{doc['last_event_seq']})", highlight=False)
+    console.print(ledger_table(doc["ledger"], wide=wide))
+    if not wide:
+        for n, s in enumerate(doc["ledger"], 1):
+            lost = f"lost {_reasons(s)}; " if s["lost"] else ""
+            console.print(f"{n}. {escape(lost)}[dim]{escape(s['source'])}[/]",
+                          highlight=False)
+    for w in doc["warnings"]:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def _figure(step: dict[str, Any]) -> str:
+    text = _fmt(step["count"])
+    return text + (f" ({step['note']})" if step["basis"] == "not_run" else "")
+
+
+@app.command()
+def build(
+    db: str | None = DbOption,
+    out: Path = typer.Option(Path(DEFAULT_OUT), "--out", help="Directory for report.html and "
+                             "report.json."),
+    shape_gpus: int = ShapeGpusOption,
+    stage: list[str] = StageOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Write report.html (self-contained) and report.json from the store."""
+    from rackscale.report import build_report
+
+    built = build_report(Store(db), out, shape=_shape(shape_gpus, stage))
+    if as_json:
+        emit_json({"html": str(built.html_path), "json": str(built.json_path),
+                   "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
+        return
+    print_ledger(built.doc)
+    console.print(f"wrote {built.json_path} and [bold]{built.html_path}[/] in "
+                  f"{built.seconds:.2f} s")
+
+
+@app.command()
+def show(
+    db: str | None = DbOption,
+    shape_gpus: int = ShapeGpusOption,
+    stage: list[str] = StageOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
+    from rackscale.report import report_document
+
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stage))
+    if as_json:
+        emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
+                   "ledger": doc["ledger"], "reasons": doc["reasons"],
+                   "warnings": doc["warnings"]})
+        return
+    print_ledger(doc)
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -> None:
+    """Check a report.json against the published JSON Schema (exit 2 when it does not match)."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise ReportFileError("validating needs the jsonschema package: pip install "
+                              "'rackscale[test]' (or jsonschema)") from None
+
+    from rackscale.report import validate_document
+
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ReportFileError(f"cannot read {file}: {err}") from None
+    try:
+        validate_document(doc)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise ReportFileError(f"{file}: {where}: {err.message}") from None
+    console.print(f"[green]ok[/] {file} matches schema {doc.get('schema_version')}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of report.json."""
+    from rackscale.report import report_schema
+
+    emit_json(report_schema())
+
+
+def step_report(ctx: DemoContext) -> None:
+    """Demo step: build the report into the data dir, print the ledger and where it is."""
+    from rackscale.report import build_report
+
+    built = build_report(ctx.store, ctx.data_dir / "report")
+    doc = built.doc
+    print_ledger(doc)
+    steps = {s["key"]: s for s in doc["ledger"]}
+    head, cert, good = steps["headline"], steps["certified"], steps["goodput"]
+    share = float(good["count"]) / float(head["count"]) if head["count"] else 0.0
+    console.print(
+        f"{_fmt(head['count'])} headline GPUs -> {_figure(cert)} certified for "
+        f"{doc['job_shape']['name']} -> {_figure(good)} expected under failures "
+        f"({share:.0%} of headline, {BASIS_TEXT[good['basis']]}); {len(doc['findings'])} "
+        f"findings; report built in {built.seconds:.2f} s", highlight=False)
+    console.print(f"report: [bold]{built.html_path.resolve()}[/]")
+    ctx.results["report"] = {"html": str(built.html_path), "json": str(built.json_path),
+                             "ledger": {k: s["count"] for k, s in steps.items()}}

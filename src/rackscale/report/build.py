@@ -1,0 +1,55 @@
+"""Build the report: read the store once, compute the ledger, write report.json and .html."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rackscale.report.collect import collect
+from rackscale.report.document import build_document
+from rackscale.report.ledger import JobShape, Ledger, build_ledger
+from rackscale.report.page import render_html
+from rackscale.store import Store
+
+
+@dataclass(slots=True, kw_only=True)
+class BuiltReport:
+    doc: dict[str, Any]
+    ledger: Ledger
+    html_path: Path | None
+    json_path: Path | None
+    seconds: float
+
+
+def report_document(store: Store, *, shape: JobShape | None = None,
+                    fleet: str | None = None) -> tuple[dict[str, Any], Ledger]:
+    t0 = time.perf_counter()
+    view = collect(store, fleet=fleet)
+    ledger = build_ledger(view, shape)
+    return build_document(view, ledger, build_s=time.perf_counter() - t0), ledger
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # A reader (a browser, the dashboard) never sees half a report.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = None,
+                 fleet: str | None = None) -> BuiltReport:
+    t0 = time.perf_counter()
+    doc, ledger = report_document(store, shape=shape, fleet=fleet)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html = render_html(doc)
+    doc["build_s"] = round(time.perf_counter() - t0, 3)
+    json_path, html_path = out / "report.json", out / "report.html"
+    _write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
+    _write_atomic(html_path, html)
+    return BuiltReport(doc=doc, ledger=ledger, html_path=html_path, json_path=json_path,
+                       seconds=time.perf_counter() - t0)

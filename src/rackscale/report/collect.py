@@ -1,0 +1,98 @@
+"""Read what the report needs from the store, and nothing from other rooms' internals.
+
+Inputs (docs/contracts.md): the loaded fleet spec and the inventory, and the event log:
+`lifecycle.*` (latest `lifecycle.transition` per component is its state), the latest
+`certify.run` with its `certify.finding` and `certify.result` events, and the latest
+`simulate.run`. Missing events are not an error: the report says "not run".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from rackscale.errors import UserError
+from rackscale.fleet import GPU, FleetSpec, Topology
+from rackscale.store import ComponentRow, Event, FleetRow, Store
+
+
+class ReportInputError(UserError):
+    pass
+
+
+@dataclass(slots=True, kw_only=True)
+class StoreView:
+    """A consistent read of the store, taken once per report."""
+
+    store_url: str
+    topo: Topology
+    fleet_event: Event | None
+    inventory_gpus: set[str]
+    inventory_counts: dict[str, int]
+    # component id -> latest lifecycle.transition event of it
+    states: dict[str, Event] = field(default_factory=dict)
+    lifecycle_events: list[Event] = field(default_factory=list)
+    certify_run: Event | None = None
+    findings: list[Event] = field(default_factory=list)
+    results: list[Event] = field(default_factory=list)
+    simulate_run: Event | None = None
+    last_seq: int = 0
+
+    def state_of(self, cid: str) -> str | None:
+        ev = self.states.get(cid)
+        if ev is None:
+            return None
+        to = ev.payload.get("to")
+        return str(to) if to is not None else None
+
+
+def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | None]:
+    loaded = store.events(kind="fleet.loaded", newest_first=True)
+    with store.session() as s:
+        rows = {r.name: r.spec for r in s.scalars(select(FleetRow))}
+    if not rows:
+        raise ReportInputError(
+            f"no fleet is loaded in {store.safe_url}; load one with `rackscale fleet load "
+            "--seed seed-504` or run `rackscale demo`")
+    if fleet is None:
+        # The most recently loaded fleet is the one the inventory matches.
+        fleet = next((e.component_id for e in loaded if e.component_id in rows), None)
+        fleet = fleet or sorted(rows)[0]
+    if fleet not in rows:
+        raise ReportInputError(f"fleet {fleet!r} is not loaded in {store.safe_url}; loaded "
+                               f"fleets: {', '.join(sorted(rows))}")
+    event = next((e for e in loaded if e.component_id == fleet), None)
+    return FleetSpec.model_validate(rows[fleet]), event
+
+
+def _latest(store: Store, kind: str) -> Event | None:
+    found = store.events(kind=kind, newest_first=True, limit=1)
+    return found[0] if found else None
+
+
+def _of_run(events: list[Event], run_id: Any) -> list[Event]:
+    return [e for e in events if e.payload.get("run_id") == run_id]
+
+
+def collect(store: Store, *, fleet: str | None = None) -> StoreView:
+    spec, fleet_event = _load_fleet(store, fleet)
+    topo = Topology.build(spec)
+    with store.session() as s:
+        gpus = set(s.scalars(select(ComponentRow.id).where(ComponentRow.kind == GPU)))
+    view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
+                     inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
+    view.lifecycle_events = store.events(kind_prefix="lifecycle.")
+    for ev in view.lifecycle_events:
+        if ev.kind == "lifecycle.transition":
+            view.states[ev.component_id] = ev  # ascending seq: the last one wins
+    view.certify_run = _latest(store, "certify.run")
+    if view.certify_run is not None:
+        run_id = view.certify_run.payload.get("run_id")
+        view.findings = _of_run(store.events(kind="certify.finding"), run_id)
+        view.results = _of_run(store.events(kind="certify.result"), run_id)
+    view.simulate_run = _latest(store, "simulate.run")
+    newest = store.events(newest_first=True, limit=1)
+    view.last_seq = newest[0].seq if newest else 0
+    return view

@@ -1,0 +1,434 @@
+"""The usable-capacity ledger: from the headline GPU count down to expected goodput.
+
+Each step keeps a subset of the GPUs of the step above (so the ledger is monotone by
+construction), names the reason code of every GPU it drops, and says what its figure is based
+on: the fleet spec, the inventory, events measured on real hardware, events simulated on the
+digital twin, or nothing ("not_run": the count is carried through and flagged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from rackscale.errors import UserError
+from rackscale.report.collect import StoreView
+from rackscale.report.rules import effective_action, rule_for
+from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
+
+Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
+
+# The certify room numbers its ladder's stages; results may carry numbers or names.
+STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
+
+
+def stage_name(stage: Any) -> str:
+    if isinstance(stage, int) and stage in STAGE_NAMES:
+        return STAGE_NAMES[stage]
+    return str(stage)
+
+
+class JobShapeError(UserError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobShape:
+    """The job the "certified" step certifies for: whole NVLink domains of `gpus_per_domain`
+    GPUs, each domain having passed the certification stages in `required_stages`."""
+
+    name: str = "whole-nvl72-domains"
+    gpus_per_domain: int = 72
+    required_stages: tuple[str, ...] = ("domain",)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_domain <= 0:
+            raise JobShapeError(f"job shape {self.name}: gpus_per_domain must be > 0, got "
+                                f"{self.gpus_per_domain}; use 72 for whole NVL72 domains")
+
+
+@dataclass(slots=True, kw_only=True)
+class Step:
+    key: str
+    label: str
+    count: float
+    reason: str  # what the count rests on (a reason code)
+    basis: Basis
+    source: str  # where its inputs came from
+    lost: dict[str, float] = field(default_factory=dict)  # reason code -> GPUs dropped here
+    provenance: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    ci95: list[float] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "count": self.count,
+                "reason": self.reason, "basis": self.basis, "source": self.source,
+                "lost": self.lost, "provenance": self.provenance, "note": self.note,
+                "ci95": self.ci95}
+
+
+@dataclass(slots=True, kw_only=True)
+class Ledger:
+    steps: list[Step]
+    shape: JobShape
+    # per GPU number: the key of the last step it survived, and why it dropped
+    gpu_reason: list[str]
+    racks: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    warnings: list[str]
+
+    def step(self, key: str) -> Step:
+        return next(s for s in self.steps if s.key == key)
+
+
+def _basis_of(backend: Any) -> Basis:
+    if backend == "real":
+        return "measured"
+    if backend == "twin":
+        return "simulated"
+    return "recorded"
+
+
+def _lifecycle_backend(view: StoreView) -> Basis:
+    seen = set()
+    for ev in view.states.values():
+        p = ev.payload
+        if p.get("simulated") is True:
+            seen.add("twin")
+        else:
+            seen.add(p.get("backend") or p.get("driver_backend"))
+    if seen == {"real"}:
+        return "measured"
+    if seen == {"twin"}:
+        return "simulated"
+    return "recorded"
+
+
+class _Mask:
+    """The surviving GPUs of the current step and the reason of each drop."""
+
+    def __init__(self, n: int) -> None:
+        self.alive = np.ones(n, dtype=bool)
+        self.reason = ["ok"] * n
+
+    def drop(self, gpus: np.ndarray | list[int], code: str) -> int:
+        idx = np.asarray(gpus, dtype=np.int64)
+        idx = idx[self.alive[idx]]
+        for g in idx.tolist():
+            self.reason[g] = code
+        self.alive[idx] = False
+        return int(idx.size)
+
+
+def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
+    shape = shape or JobShape()
+    topo = view.topo
+    n = len(topo.gpu_ids)
+    mask = _Mask(n)
+    warnings: list[str] = []
+    steps: list[Step] = []
+    summary_src = (f"fleet spec {topo.spec.name!r} ({len(topo.racks)} racks) loaded in "
+                   f"{view.store_url}")
+
+    def record(key: str, label: str, reason: str, basis: Basis, source: str,
+               lost: Counter[str], **extra: Any) -> Step:
+        s = Step(key=key, label=label, count=int(mask.alive.sum()), reason=reason, basis=basis,
+                 source=source, lost={k: v for k, v in sorted(lost.items()) if v}, **extra)
+        steps.append(s)
+        return s
+
+    # 1. headline
+    record("headline", "headline GPUs", "fleet_spec", "spec", summary_src, Counter(),
+           provenance={"fleet": topo.spec.name,
+                       "fleet_loaded_seq": view.fleet_event.seq if view.fleet_event else None})
+
+    # 2. installed
+    lost: Counter[str] = Counter()
+    missing = [g for g, gid in enumerate(topo.gpu_ids) if gid not in view.inventory_gpus]
+    lost["not_in_inventory"] += mask.drop(missing, "not_in_inventory")
+    extra = len(view.inventory_gpus) - (n - len(missing))
+    if extra:
+        warnings.append(f"{extra} GPU rows in the inventory are not in the fleet spec")
+    record("installed", "installed (inventory)", "inventory", "inventory",
+           f"components of kind gpu in {view.store_url}", lost,
+           provenance={"inventory_gpu_rows": len(view.inventory_gpus)})
+
+    # 3. powered and cooled
+    lost = Counter()
+    tray_state: dict[int, str | None] = {}
+    rack_state: dict[str, str | None] = {}
+    has_lifecycle = bool(view.states)
+    for rack in topo.racks:
+        rs = view.state_of(rack.id)
+        rack_state[rack.id] = rs
+        gpus = np.arange(rack.gpu_first, rack.gpu_end)
+        for tray in np.unique(topo.gpu_tray[gpus]).tolist():
+            tray_state[tray] = view.state_of(topo.ids[tray])
+        if not has_lifecycle:
+            continue
+        if rs is None:
+            lost["rack_not_onboarded"] += mask.drop(gpus, "rack_not_onboarded")
+            continue
+        ok = rack_powered(rs)
+        if ok is None:
+            warnings.append(f"{rack.id}: lifecycle state {rs!r} unknown to the report")
+            lost[f"unknown_rack_state:{rs}"] += mask.drop(gpus, f"unknown_rack_state:{rs}")
+        elif not ok:
+            lost[f"rack_state:{rs}"] += mask.drop(gpus, f"rack_state:{rs}")
+            continue
+        for tray in np.unique(topo.gpu_tray[gpus]).tolist():
+            ts = tray_state[tray]
+            if ts is None:
+                continue  # a powered rack powers trays that have no state of their own
+            tok = tray_powered(ts)
+            code = f"unknown_tray_state:{ts}" if tok is None else f"tray_state:{ts}"
+            if tok is None:
+                warnings.append(f"{topo.ids[tray]}: lifecycle state {ts!r} unknown to the report")
+            if not tok:
+                lost[code] += mask.drop(gpus[topo.gpu_tray[gpus] == tray], code)
+    if has_lifecycle:
+        seqs = [e.seq for e in view.states.values()]
+        record("powered", "powered and cooled", "lifecycle", _lifecycle_backend(view),
+               f"latest lifecycle.transition of {len(view.states)} racks/trays "
+               f"(event seq {min(seqs)}..{max(seqs)})", lost,
+               provenance={"components_with_state": len(view.states)})
+    else:
+        record("powered", "powered and cooled", "no_lifecycle_data", "not_run",
+               "no lifecycle.transition events: lifecycle not run, count carried through",
+               lost, note="no lifecycle data")
+
+    # 4. healthy
+    lost = Counter()
+    run = view.certify_run
+    degraded_domains: dict[int, str] = {}
+    findings: list[dict[str, Any]] = []
+    flagged = np.zeros(n, dtype=bool)
+    if run is None:
+        record("healthy", "healthy (certification)", "certify_not_run", "not_run",
+               "no certify.run events: certification not run, count carried through", lost,
+               note="certification not run")
+    else:
+        rp = run.payload
+        for ev in view.findings:
+            p = ev.payload
+            cid = str(p.get("component") or ev.component_id)
+            kind = str(p.get("kind", "unknown"))
+            eff_kind, rule = rule_for(kind, p)
+            action = effective_action(rule, p.get("verdict"))
+            stage = p.get("stage")
+            row = {"component": cid, "kind": kind,
+                   "stage": None if stage is None else stage_name(stage),
+                   "verdict": p.get("verdict"), "confidence": p.get("confidence"),
+                   "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
+                   "backend": p.get("backend", rp.get("backend")), "seq": ev.seq,
+                   "affected_gpus": 0, "dropped_gpus": 0}
+            findings.append(row)
+            if cid == topo.spec.name:
+                affected = np.arange(n)  # a probe that failed fleet-wide certifies nothing
+            elif cid not in topo.index:
+                warnings.append(f"finding on {cid!r}, which is not in fleet {topo.spec.name}")
+                continue
+            else:
+                affected = topo.affected_gpus(cid)
+            row["affected_gpus"] = int(affected.size)
+            if action == "remove":
+                row["dropped_gpus"] = mask.drop(affected, f"finding:{eff_kind}")
+                lost[f"finding:{eff_kind}"] += row["dropped_gpus"]
+            elif action == "domain":
+                for d in np.unique(topo.gpu_domain[affected]).tolist():
+                    degraded_domains.setdefault(d, eff_kind)
+                flagged[affected] = True
+            else:
+                flagged[affected] = True
+        for tray, ts in tray_state.items():
+            if ts in TRAY_OUT_OF_SERVICE:
+                gpus = np.flatnonzero(topo.gpu_tray == tray)
+                lost[f"tray_state:{ts}"] += mask.drop(gpus, f"tray_state:{ts}")
+        record("healthy", "healthy (certification)", "certify_findings", _basis_of(
+            rp.get("backend")), f"certify.run {rp.get('run_id')} (event seq {run.seq}): "
+            f"{len(view.findings)} findings, {len(view.results)} results", lost,
+            provenance=_run_provenance(rp, run.seq))
+
+    healthy_alive = mask.alive.copy()
+
+    # 5. inside a fully healthy NVLink domain
+    lost = Counter()
+    domain_ok: list[bool] = []
+    for d in range(len(topo.domains)):
+        gpus = np.flatnonzero(topo.gpu_domain == d)
+        if d in degraded_domains and mask.alive[gpus].any():
+            code = f"domain_degraded:{degraded_domains[d]}"
+            lost[code] += mask.drop(gpus, code)
+        elif not mask.alive[gpus].all():
+            lost["domain_partial"] += mask.drop(gpus, "domain_partial")
+        domain_ok.append(bool(mask.alive[gpus].all()) and gpus.size > 0)
+    prev = steps[-1]
+    record("domain", "in a fully healthy NVLink domain",
+           "certify_not_run" if run is None else "nvlink_domains", prev.basis,
+           f"{len(topo.domains)} NVLink domains of the topology; health from the step above",
+           lost, provenance=prev.provenance)
+
+    # 6. certified for the job shape
+    lost = Counter()
+    results = {e.component_id: e.payload for e in view.results}
+    domain_certified: list[bool] = []
+    for d, dom in enumerate(topo.domains):
+        gpus = np.flatnonzero(topo.gpu_domain == d)
+        if not domain_ok[d]:
+            domain_certified.append(False)
+            continue
+        code = None
+        if gpus.size < shape.gpus_per_domain:
+            code = "shape_too_small"
+        elif run is not None:
+            res = results.get(dom)
+            if res is None:
+                code = "no_certify_result"
+            elif res.get("verdict") != "pass":
+                code = f"domain_verdict:{res.get('verdict')}"
+            else:
+                passed = {stage_name(x) for x in res.get("stages_passed") or []}
+                missing_stage = [s for s in shape.required_stages if s not in passed]
+                if missing_stage:
+                    code = f"stage_not_passed:{missing_stage[0]}"
+        if code:
+            lost[code] += mask.drop(gpus, code)
+            domain_certified.append(False)
+            continue
+        usable = (gpus.size // shape.gpus_per_domain) * shape.gpus_per_domain
+        lost["shape_remainder"] += mask.drop(gpus[usable:], "shape_remainder")
+        domain_certified.append(True)
+    record("certified", f"certified for {shape.name}",
+           "certify_not_run" if run is None else "certify_results", prev.basis,
+           f"job shape {shape.name} ({shape.gpus_per_domain} GPUs per domain, stages "
+           f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain", lost,
+           provenance=prev.provenance,
+           note="certification not run" if run is None else "")
+
+    # 7. expected goodput under failures
+    certified = int(mask.alive.sum())
+    steps.append(_goodput_step(view, certified, shape))
+
+    racks = _rack_rows(view, mask, healthy_alive, tray_state, rack_state, findings,
+                       domain_ok, domain_certified, flagged)
+    return Ledger(steps=steps, shape=shape, gpu_reason=mask.reason, racks=racks,
+                  findings=findings, warnings=warnings)
+
+
+def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
+    keys = ("run_id", "backend", "seed", "faults_file", "stages", "campaign_s")
+    return {k: p.get(k) for k in keys if k in p} | {"event_seq": seq}
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _interval(mean: float, ci: Any) -> tuple[float, float] | None:
+    """A 95% CI given as a half-width (simulate's `mean_ci`) or as [low, high]."""
+    if _number(ci) is not None:
+        return mean - float(ci), mean + float(ci)
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_number(v) is not None for v in ci):
+        return float(ci[0]), float(ci[1])
+    return None
+
+
+def failure_goodput(p: dict[str, Any]) -> tuple[float, tuple[float, float] | None, str] | None:
+    """(fraction, its 95% CI, which figure) of a simulate.run payload: the share of wall time
+    the job makes progress despite failures. ETTR is that figure (Meta's definition); without
+    it, scheduling x runtime goodput. Program goodput (MFU) is a property of the model code,
+    not a loss to failures, so it is never applied to the ledger."""
+    ettr = p.get("ettr")
+    mean = _number(ettr.get("mean")) if isinstance(ettr, dict) else _number(ettr)
+    if mean is not None and 0.0 <= mean <= 1.0:
+        ci = _interval(mean, ettr.get("ci95")) if isinstance(ettr, dict) else None
+        return mean, ci, "ettr"
+    good = p.get("goodput") if isinstance(p.get("goodput"), dict) else {}
+    sched, run = _number(good.get("scheduling")), _number(good.get("runtime"))
+    if sched is not None and run is not None and 0.0 <= sched * run <= 1.0:
+        return sched * run, None, "goodput.scheduling x goodput.runtime"
+    return None
+
+
+def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
+    sim = view.simulate_run
+    label = f"expected goodput under failures ({shape.name})"
+    if sim is None:
+        return Step(key="goodput", label=label, count=certified, reason="simulate_not_run",
+                    basis="not_run", note="simulation not run",
+                    source="no simulate.run events: count carried through")
+    p = sim.payload
+    found = failure_goodput(p)
+    if found is None:
+        return Step(key="goodput", label=label, count=certified, reason="simulate_invalid",
+                    basis="not_run", note="simulate.run has no ETTR or goodput in [0, 1]",
+                    source=f"simulate.run event seq {sim.seq}: no usable goodput figure")
+    frac, interval, which = found
+    count = round(certified * frac, 1)
+    ci = None
+    if interval is not None:
+        ci = [max(0.0, round(certified * interval[0], 1)),
+              min(float(certified), round(certified * interval[1], 1))]
+    note = ""
+    job = p.get("job_gpus")
+    if isinstance(job, int) and job != certified:
+        note = (f"simulated job of {job} GPUs; its ETTR applied to the {certified} "
+                "certified GPUs")
+    keys = ("run_id", "seed", "failure_model", "days", "trials", "ckpt_interval_min",
+            "job_gpus", "faults_file", "backend")
+    prov = {k: p.get(k) for k in keys if k in p} | {"event_seq": sim.seq, "fraction": frac,
+                                                      "figure": which}
+    return Step(key="goodput", label=label, count=count, reason="simulated_goodput",
+                basis="simulated", source=f"simulate.run {p.get('run_id')} (event seq "
+                f"{sim.seq}): certified GPUs x {which} {frac:.3f}",
+                lost={"goodput_loss": round(certified - count, 1)},
+                provenance=prov, note=note, ci95=ci)
+
+
+def _rack_rows(view: StoreView, mask: _Mask, healthy: np.ndarray,
+               tray_state: dict[int, str | None],
+               rack_state: dict[str, str | None], findings: list[dict[str, Any]],
+               domain_ok: list[bool], domain_certified: list[bool],
+               flagged: np.ndarray) -> list[dict[str, Any]]:
+    topo = view.topo
+    by_tray: dict[str, list[str]] = defaultdict(list)
+    by_rack: dict[str, list[str]] = defaultdict(list)
+    for f in findings:
+        cid = f["component"]
+        if cid not in topo.index or topo.rack_of[topo.index[cid]] < 0:
+            continue
+        rack = topo.racks[topo.rack_of[topo.index[cid]]]
+        parts = cid[len(rack.id) + 1:].split("/") if cid != rack.id else []
+        tray_id = f"{rack.id}/{parts[0]}" if parts else None
+        if tray_id is not None and topo.kinds[topo.index[tray_id]] in ("compute_tray", "node"):
+            by_tray[tray_id].append(f["kind"])
+        else:
+            by_rack[rack.id].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
+    rows = []
+    for rack in topo.racks:
+        gpus = np.arange(rack.gpu_first, rack.gpu_end)
+        trays = []
+        for tray in np.unique(topo.gpu_tray[gpus]).tolist():
+            tg = gpus[topo.gpu_tray[gpus] == tray]
+            tid = topo.ids[tray]
+            reasons = Counter(mask.reason[g] for g in tg.tolist() if mask.reason[g] != "ok")
+            trays.append({"id": tid, "name": tid.rsplit("/", 1)[-1], "state": tray_state[tray],
+                          "gpus": int(tg.size), "healthy_gpus": int(healthy[tg].sum()),
+                          "usable_gpus": int(mask.alive[tg].sum()),
+                          "flagged": bool(flagged[tg].any()),
+                          "findings": by_tray.get(tid, []),
+                          "reasons": dict(reasons)})
+        doms = sorted(set(topo.gpu_domain[gpus].tolist()))
+        rows.append({"id": rack.id, "region": rack.region, "template": rack.template.name,
+                     "state": rack_state[rack.id], "gpus": int(gpus.size),
+                     "healthy_gpus": int(healthy[gpus].sum()),
+                     "usable_gpus": int(mask.alive[gpus].sum()),
+                     "domains_healthy": sum(domain_ok[d] for d in doms),
+                     "domains_certified": sum(domain_certified[d] for d in doms),
+                     "domains": len(doms), "findings": by_rack.get(rack.id, []),
+                     "trays": trays})
+    return rows
