@@ -11,6 +11,7 @@ from rackscale import __version__
 from rackscale.cli._common import RackscaleGroup
 from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
+from rackscale.cli.lifecycle import app as lifecycle_app
 
 app = typer.Typer(
     cls=RackscaleGroup,
@@ -20,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(lifecycle_app, name="lifecycle")
 app.command("demo")(demo)
 
 
