@@ -202,6 +202,8 @@ def history_cmd(
 def run(
     once: bool = typer.Option(False, "--once", help="One reconcile pass, then exit."),
     passes: int | None = typer.Option(None, "--passes", help="Stop after N passes."),
+    until_idle: bool = typer.Option(False, "--until-idle", help="Stop after the first pass "
+                                    "that changes nothing."),
     period: float = typer.Option(5.0, "--period", help="Seconds between passes."),
     goal: str | None = typer.Option(None, "--goal", help="Set every rack's onboarding goal "
                                     "(e.g. burn_in) before running."),
@@ -227,4 +229,5 @@ def run(
                           f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
                           f"{len(rep.waiting)} racks waiting")
 
-    ctl.run(max_passes=1 if once else passes, period_s=0.0 if once else period, on_pass=show)
+    ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
+            period_s=0.0 if once else period, on_pass=show)
