@@ -17,6 +17,7 @@ import typer
 
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.fleet import print_summary
+from rackscale.cli.lifecycle import step_onboarding, step_triage
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
 
@@ -43,6 +44,10 @@ def step_fleet(ctx: DemoContext) -> None:
 
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("lifecycle-onboarding", "lifecycle onboarding (cooling verified before power)",
+     step_onboarding),
+    ("lifecycle-triage", "lifecycle triage: findings -> triage, passing -> production",
+     step_triage),
 ]
 
 
