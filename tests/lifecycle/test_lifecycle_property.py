@@ -10,6 +10,7 @@ never serving.
 
 from __future__ import annotations
 
+from conftest import Rig, small_spec
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -35,9 +36,11 @@ from rackscale.lifecycle import (
     transition,
 )
 from rackscale.lifecycle.interlocks import coolant_fault, leak_tier
-from rackscale.lifecycle.states import BAD_TRAY_STATES, SERVING_RACK_STATES
-
-from conftest import Rig, small_spec  # noqa: I001
+from rackscale.lifecycle.states import (
+    BAD_TRAY_STATES,
+    POWERED_RACK_STATES,
+    SERVING_RACK_STATES,
+)
 
 STEPS = {"n": 0, "interlocks": 0, "powered": 0}
 RACK_STATES = [s.value for s in RackState]
@@ -190,7 +193,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.fault_start.pop(rid, None)
         rep = self.rig.ctl.reconcile()
         STEPS["interlocks"] += rep.interlocks
-        STEPS["powered"] += sum(1 for rid in self.racks if self.last_to.get(rid) == "powered")
+        STEPS["powered"] += sum(1 for rid in self.racks
+                                if self.last_to.get(rid) in POWERED_RACK_STATES)
         self._check_log()
         self._check_deadlines(now)
         self._check_escalation()

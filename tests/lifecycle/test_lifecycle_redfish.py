@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from lc_slurm_cluster import free_port  # noqa: I001
 from conftest import SimClock
+from lc_slurm_cluster import free_port
 
 from rackscale.fleet import FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.lifecycle import (

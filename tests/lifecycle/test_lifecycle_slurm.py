@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from lc_slurm_cluster import available, slurm_cluster  # noqa: I001
 from conftest import Rig, small_spec
+from lc_slurm_cluster import available, slurm_cluster
 
 from rackscale.lifecycle import ScontrolSlurm, node_name, set_goal, state_of, transition
 

@@ -21,21 +21,21 @@ from rackscale.lifecycle import (
     InterlockRefused,
     LifecycleRow,
     PassReport,
-    apply_findings,
     RedfishPowerDriver,
     ScontrolSlurm,
     SimCoolingDriver,
     SimPlant,
     SimPowerDriver,
+    apply_findings,
     counts,
     flow_ok,
     history,
+    ledger,
     promote_passing,
     set_goal,
     state_of,
     transition,
 )
-from rackscale.lifecycle import ledger
 from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
 from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from rackscale.fleet import Topology
 from rackscale.lifecycle import ledger
-from rackscale.lifecycle.drivers import CoolingDriver, CduReading, PowerDriver, power_targets
+from rackscale.lifecycle.drivers import CduReading, CoolingDriver, PowerDriver, power_targets
 from rackscale.lifecycle.interlocks import (
     FaultPolicy,
     Tier,
@@ -110,11 +110,13 @@ class Controller:
         obs = self.power.observe()
         readings = self.cooling.read()
         caps = self.power.caps()
+        # Budget admission reserves a rack's whole nameplate when its first shelf goes on, so
+        # racks never split the budget between them and stall half-powered.
         load: dict[str, float] = {}
         for rid, (shelves, _) in self.targets.items():
-            on = sum(1 for t in shelves if obs.get(t) or t in self._pending)
-            region = self.racks[rid].region
-            load[region] = load.get(region, 0.0) + on * self.shelf_kw[rid]
+            if any(obs.get(t) or t in self._pending for t in shelves):
+                region = self.racks[rid].region
+                load[region] = load.get(region, 0.0) + self.racks[rid].power_kw
         for rid in self.targets:
             row = rows.get(rid)
             reading = readings.get(rid)
@@ -227,7 +229,7 @@ class Controller:
         goal_i = _GOAL_INDEX.get(row.goal or "", -1)
         sequencing = (row.state == R.COOLING_VERIFIED and goal_i > _PATH_INDEX[row.state]
                       and row.tier == Tier.NONE)
-        if row.state in POWERED_RACK_STATES and row.tier < Tier.OFF or sequencing:
+        if (row.state in POWERED_RACK_STATES and row.tier < Tier.OFF) or sequencing:
             self._power_up(rid, row, rows, shelves, trays, obs, reading, load, now, rep, tx)
         else:
             self._all_off(shelves, trays, obs, rep)
@@ -255,16 +257,16 @@ class Controller:
                 rep.waiting[rid] = f"waiting for {nxt} to report power on"
                 return
             budget = self.budget.get(rack.region)
-            kw = self.shelf_kw[rid]
-            already = nxt in self._pending
-            if budget is not None and not already and load[rack.region] + kw > budget + 1e-9:
-                rep.waiting[rid] = (f"region {rack.region} power budget: {load[rack.region]:.0f}"
-                                    f" + {kw:.1f} kW > {budget:.0f} kW")
+            starting = len(off) == len(shelves) and not any(t in self._pending for t in shelves)
+            used = load.get(rack.region, 0.0)
+            if starting and budget is not None and used + rack.power_kw > budget + 1e-9:
+                rep.waiting[rid] = (f"region {rack.region} power budget: {used:.0f} kW "
+                                    f"reserved + {rack.power_kw:.0f} kW > {budget:.0f} kW")
                 return
             self.power.set_power(nxt, True)
             rep.commands += 1
-            if not already:
-                load[rack.region] += kw
+            if starting:
+                load[rack.region] = used + rack.power_kw
             self._pending[nxt] = now
             return  # shelves come up one at a time: the next one after this one reports on
         for tray in trays:
