@@ -217,9 +217,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.last_to[cid] = dst
             self.last_seq = e.seq
         with self.rig.store.session() as s:
-            table_state = {c: st for c, st in s.execute(
-                select(LifecycleRow.component_id, LifecycleRow.state))}
-        assert table_state == self.last_to
+            self.rows = list(s.execute(select(LifecycleRow.component_id, LifecycleRow.machine,
+                                              LifecycleRow.rack, LifecycleRow.state)))
+        assert {c: st for c, _, _, st in self.rows} == self.last_to
 
     def _check_deadlines(self, now: float) -> None:
         plant = self.rig.plant
@@ -247,15 +247,13 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert not self.checker.violations, self.checker.violations
 
     def _check_escalation(self) -> None:
-        # Checked right after a pass: the pass cordons a rack whose trays went bad before it.
-        with self.rig.store.session() as s:
-            rows = list(s.execute(select(LifecycleRow.component_id, LifecycleRow.machine,
-                                         LifecycleRow.rack, LifecycleRow.state)))
+        # Checked right after a pass (on the rows _check_log just read): the pass cordons a
+        # rack whose trays went bad before it.
         bad: dict[str, int] = {}
-        for _, machine, rack, state in rows:
+        for _, machine, rack, state in self.rows:
             if machine == "tray" and state in BAD_TRAY_STATES:
                 bad[rack] = bad.get(rack, 0) + 1
-        for cid, machine, _, state in rows:
+        for cid, machine, _, state in self.rows:
             if machine == "rack" and bad.get(cid, 0) > 2:
                 assert state not in SERVING_RACK_STATES, f"{cid} serving with {bad[cid]} bad"
 

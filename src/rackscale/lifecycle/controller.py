@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from rackscale.fleet import Topology
@@ -49,6 +49,7 @@ _PATH_INDEX = {s.value: i for i, s in enumerate(ONBOARDING_PATH)}
 _GOAL_INDEX = _PATH_INDEX | {R.CERTIFIED.value: len(ONBOARDING_PATH),
                              R.PRODUCTION.value: len(ONBOARDING_PATH) + 1}
 PENDING_TIMEOUT_S = 60.0  # a BMC that has not applied power-on by then is asked again
+_HELD_STATES = frozenset({T.REPAIR.value, T.RMA.value})  # trays kept powered off
 
 
 @dataclass(slots=True)
@@ -95,6 +96,10 @@ class Controller:
         self.shelf_kw = {r.id: r.power_kw / max(1, len(self.targets[r.id][0]))
                          for r in topo.racks}
         self._pending: dict[str, float] = {}
+        self._bad: dict[str, int] = {}  # rack -> trays in a bad state (this pass)
+        self._held: set[str] = set()  # trays held off by a leak (this pass)
+        self._repair: set[str] = set()  # trays in repair/rma: kept off (this pass)
+        self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
 
     def enroll(self) -> int:
         return ledger.enroll(self.store, self.topo, actor=self.actor)
@@ -103,10 +108,27 @@ class Controller:
     def reconcile(self) -> PassReport:
         now = self.clock()
         rep = PassReport()
-        with self.store.session() as s:
-            rows = {cid: _Row(st, goal, since, tier) for cid, st, goal, since, tier in s.execute(
-                select(LifecycleRow.component_id, LifecycleRow.state, LifecycleRow.goal,
-                       LifecycleRow.fault_since, LifecycleRow.fault_tier))}
+        # Raw driver rows fetched in one go: at ~34k rows per pass the ORM's per-row cost
+        # would dominate. Bad-tray counts and leak holds are tallied here, once.
+        with self.store.engine.connect() as conn:
+            cur = conn.connection.cursor()  # the DBAPI cursor: plain tuples, no Row objects
+            cur.execute("SELECT component_id, state, goal, fault_since, fault_tier, rack "
+                        "FROM lifecycle_state")
+            raw = cur.fetchall()
+            cur.close()
+        rows: dict[str, _Row] = {}
+        self._bad = {}
+        self._held = set()
+        self._repair = set()
+        for cid, st, goal, since, tier, rack in raw:
+            rows[cid] = _Row(st, goal, since, tier)
+            if cid != rack:
+                if st in BAD_TRAY_STATES:
+                    self._bad[rack] = self._bad.get(rack, 0) + 1
+                if tier >= Tier.OFF:
+                    self._held.add(cid)
+                if st in _HELD_STATES:
+                    self._repair.add(cid)
         obs = self.power.observe()
         readings = self.cooling.read()
         caps = self.power.caps()
@@ -186,9 +208,10 @@ class Controller:
                     self._move(tx(), tray, trow, T.TRIAGE, why, rep)
                 self._fault(tx(), tray, trow, now, Tier.OFF)
 
-        for tray in trays:  # a tray held off by a leak is released once it is dry and cleared
-            trow = rows.get(tray)
-            if (trow is not None and trow.tier >= Tier.OFF and tray not in reading.leaking_trays
+        # a tray held off by a leak is released once it is dry and out of triage
+        for tray in self._held.intersection(trays) if self._held else ():
+            trow = rows[tray]
+            if (trow.tier >= Tier.OFF and tray not in reading.leaking_trays
                     and trow.state not in BAD_TRAY_STATES):
                 self._fault(tx(), tray, trow, None, Tier.NONE)
 
@@ -269,13 +292,14 @@ class Controller:
                 load[rack.region] = used + rack.power_kw
             self._pending[nxt] = now
             return  # shelves come up one at a time: the next one after this one reports on
+        held, repair = self._held, self._repair
         for tray in trays:
-            trow = rows.get(tray)
-            hold = trow is not None and (trow.tier >= Tier.OFF or trow.state in (T.REPAIR, T.RMA))
-            if hold and obs.get(tray):
+            on = obs.get(tray)
+            hold = tray in held or tray in repair
+            if hold and on:
                 self.power.set_power(tray, False)
                 rep.commands += 1
-            elif not hold and not obs.get(tray):
+            elif not hold and not on:
                 self.power.set_power(tray, True)
                 obs[tray] = True
                 rep.commands += 1
@@ -363,8 +387,7 @@ class Controller:
                   trays: list[str], rep: PassReport) -> None:
         if self.racks[rid].template.shape != "nvl72":
             return
-        bad = sum(1 for t in trays if (tr := rows.get(t)) is not None and tr.state in
-                  BAD_TRAY_STATES)
+        bad = self._bad.get(rid, 0)
         if bad > 2 and row.state in (R.PRODUCTION, R.DEGRADED):
             self._move(tx(), rid, row, R.DRAINING,
                        f"{bad} trays bad (> 2): NVL72 rack cordoned", rep, bad_trays=bad)
@@ -384,6 +407,10 @@ class Controller:
               **extra: Any) -> None:
         ledger.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
                           expect=row.state, extra=extra or None)
+        if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
+            rack = cid.rsplit("/", 1)[0]
+            delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)
+            self._bad[rack] = self._bad.get(rack, 0) + delta
         row.state = str(to)
         rep.transitions += 1
 
@@ -391,6 +418,8 @@ class Controller:
         s.execute(update(LifecycleRow).where(LifecycleRow.component_id == cid)
                   .values(fault_since=since, fault_tier=int(tier)))
         row.since, row.tier = since, int(tier)
+        if int(tier) >= Tier.OFF and cid in self._nodes:
+            self._held.add(cid)
 
     def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
                    rep: PassReport, **extra: Any) -> None:
@@ -410,7 +439,7 @@ class Controller:
                 continue
             serving = rrow.state in SERVING_RACK_STATES
             for tray in trays:
-                name = node_name(tray)
+                name = self._nodes[tray]
                 have = known.get(name)
                 trow = rows.get(tray)
                 if have is None or trow is None:
