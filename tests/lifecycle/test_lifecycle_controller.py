@@ -164,3 +164,21 @@ def test_three_bad_trays_cordon_the_rack(rig: Rig) -> None:
     assert len(drained) == 18  # the whole rack is drained in Slurm
     # drained once, with the reason of that moment (here: still onboarding)
     assert rig.slurm.state["b-r01-c05"].startswith("rackscale: tray ")
+
+
+def test_driver_failure_on_one_rack_does_not_stop_the_fleet(rig: Rig) -> None:
+    from rackscale.lifecycle import DriverError, SimPowerDriver
+
+    class Flaky(SimPowerDriver):
+        def set_power(self, target: str, on: bool) -> None:
+            if target.startswith("b/r01/") and on:
+                raise DriverError(f"BMC of {target} timed out")
+            super().set_power(target, on)
+
+    rig.ctl.power = Flaky(rig.plant)
+    set_goal(rig.store, list(rig.ctl.targets), "burn_in")
+    for _ in range(30):
+        rep = rig.ctl.reconcile()
+    assert "timed out" in rep.errors["b/r01"]
+    assert state_of(rig.store, "b/r01").state == "cooling_verified"  # rolled back, retried
+    assert state_of(rig.store, "a/r01").state == "burn_in"

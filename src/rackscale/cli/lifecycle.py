@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from sqlalchemy import select
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
@@ -234,6 +234,8 @@ def run(
             console.print(f"pass: {rep.commands} commands, {rep.transitions} transitions, "
                           f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
                           f"{len(rep.waiting)} racks waiting")
+            for rid, err in rep.errors.items():
+                err_console.print(f"[red]driver error[/] {rid}: {err}")
 
     ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
             period_s=0.0 if once else period, on_pass=show)

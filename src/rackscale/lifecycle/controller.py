@@ -22,7 +22,13 @@ from sqlalchemy.orm import Session
 
 from rackscale.fleet import Topology
 from rackscale.lifecycle import ledger
-from rackscale.lifecycle.drivers import CduReading, CoolingDriver, PowerDriver, power_targets
+from rackscale.lifecycle.drivers import (
+    CduReading,
+    CoolingDriver,
+    DriverError,
+    PowerDriver,
+    power_targets,
+)
 from rackscale.lifecycle.interlocks import (
     FaultPolicy,
     Tier,
@@ -59,6 +65,9 @@ class PassReport:
     interlocks: int = 0
     slurm: int = 0
     waiting: dict[str, str] = field(default_factory=dict)
+    # A driver that fails for one rack must not stop the fleet: the rack's writes roll back,
+    # the error is reported here and the rack is retried next pass.
+    errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -66,7 +75,8 @@ class PassReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"commands": self.commands, "transitions": self.transitions,
-                "interlocks": self.interlocks, "slurm": self.slurm, "waiting": self.waiting}
+                "interlocks": self.interlocks, "slurm": self.slurm, "waiting": self.waiting,
+                "errors": self.errors}
 
 
 @dataclass(slots=True)
@@ -144,9 +154,12 @@ class Controller:
             reading = readings.get(rid)
             if row is None or reading is None:
                 continue  # not enrolled / no CDU telemetry: nothing is commanded blind
-            with ExitStack() as stack:
-                tx = _Tx(self.store, stack)
-                self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
+            try:
+                with ExitStack() as stack:
+                    tx = _Tx(self.store, stack)
+                    self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
+            except DriverError as err:
+                rep.errors[rid] = str(err)
         if self.slurm is not None:
             self._slurm(self.slurm, rows, rep)
         return rep
