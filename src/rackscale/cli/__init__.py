@@ -12,6 +12,7 @@ from rackscale.cli._common import RackscaleGroup
 from rackscale.cli.certify import app as certify_app
 from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
+from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
 from rackscale.cli.simulate import app as simulate_app
 
@@ -26,6 +27,7 @@ app.add_typer(fleet_app, name="fleet")
 app.add_typer(certify_app, name="certify")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
+app.add_typer(lifecycle_app, name="lifecycle")
 app.command("demo")(demo)
 
 

@@ -18,6 +18,7 @@ import typer
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.certify import step_certify
 from rackscale.cli.fleet import print_summary
+from rackscale.cli.lifecycle import step_onboarding, step_triage
 from rackscale.cli.report import step_report
 from rackscale.cli.simulate import step_simulate
 from rackscale.fleet import Topology, seed_fleet
@@ -46,7 +47,11 @@ def step_fleet(ctx: DemoContext) -> None:
 
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("lifecycle-onboarding", "lifecycle onboarding (cooling verified before power)",
+     step_onboarding),
     ("certify", "certification ladder on the digital twin", step_certify),
+    ("lifecycle-triage", "lifecycle triage: findings -> triage, passing -> production",
+     step_triage),
     ("simulate", "simulated 30-day training job under failures", step_simulate),
     ("report", "usable-capacity report", step_report),
 ]

@@ -1,0 +1,51 @@
+"""Rack and tray lifecycle: state machines, interlocks, the reconcile controller, drivers
+(Redfish, simulated power and CDU), Slurm drain/resume, certification triage."""
+
+from rackscale.lifecycle.controller import Controller, PassReport
+from rackscale.lifecycle.drivers import (
+    CduReading,
+    CoolingDriver,
+    DriverError,
+    PowerDriver,
+    SimCoolingDriver,
+    SimPlant,
+    SimPowerDriver,
+    power_targets,
+)
+from rackscale.lifecycle.interlocks import FaultPolicy, InterlockRefused, Tier, flow_ok
+from rackscale.lifecycle.ledger import (
+    INTERLOCK,
+    NOTED,
+    SLURM,
+    TRANSITION,
+    EvidenceMissing,
+    LifecycleRow,
+    UnknownLifecycleComponent,
+    counts,
+    enroll,
+    history,
+    set_goal,
+    state_of,
+    transition,
+)
+from rackscale.lifecycle.redfish import RedfishPowerDriver
+from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
+from rackscale.lifecycle.states import (
+    RACK_TRANSITIONS,
+    TRAY_TRANSITIONS,
+    IllegalTransition,
+    RackState,
+    TrayState,
+)
+from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
+
+__all__ = [
+    "INTERLOCK", "NOTED", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_TRANSITIONS",
+    "CduReading", "Controller", "CoolingDriver", "DriverError", "EvidenceMissing",
+    "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow", "PassReport",
+    "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm", "SimCoolingDriver",
+    "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier", "TrayState",
+    "TriageReport", "UnknownLifecycleComponent", "apply_findings", "counts", "enroll",
+    "flow_ok", "history", "node_name", "power_targets", "promote_passing", "set_goal",
+    "state_of", "transition",
+]

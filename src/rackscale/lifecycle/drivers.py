@@ -1,0 +1,239 @@
+"""The two driver seams of the controller, and their simulated implementations.
+
+`PowerDriver` switches power targets (a rack's shelves `ps1..psN` and its trays/nodes) and caps
+rack power; `RedfishPowerDriver` (redfish.py) speaks real HTTP to BMCs, `SimPowerDriver` drives
+a simulated plant. `CoolingDriver` reads CDU telemetry and moves valves; `SimCoolingDriver`
+simulates a CDU per rack. The protocol is deliberately narrow (a `read()` of `CduReading`s and
+`set_valve`) so a driver backed by the certification room's digital twin (faults/, where
+`coolant_flow_low` with a severity sets the flow and leaks are injected) can be added beside it
+without touching the controller.
+
+The simulated plant can persist to a JSON file, so the hardware "remembers" what was switched
+on across controller restarts (the kill -9 test relies on it, as a real rack would).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rackscale.errors import UserError
+from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
+
+# ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can
+# no longer carry the rack's heat at the design rise.
+DEFAULT_MAX_INLET_C = 45.0
+NOMINAL_INLET_C = 32.0
+# A healthy CDU delivers some margin above the rack's need.
+NOMINAL_FLOW_MARGIN = 1.15
+
+
+class DriverError(UserError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CduReading:
+    rack: str
+    flow_lpm: float
+    inlet_c: float
+    valve_open: bool
+    leaking_trays: frozenset[str] = frozenset()
+    critical_leak: bool = False
+
+
+@runtime_checkable
+class PowerDriver(Protocol):
+    def observe(self) -> dict[str, bool]:
+        """Power state of every target it knows (component id -> on)."""
+        ...
+
+    def set_power(self, target: str, on: bool) -> None: ...
+
+    def caps(self) -> dict[str, float]:
+        """Racks under a power cap -> fraction of nameplate allowed."""
+        ...
+
+    def set_cap(self, rack: str, fraction: float | None) -> None: ...
+
+
+@runtime_checkable
+class CoolingDriver(Protocol):
+    def read(self) -> dict[str, CduReading]:
+        """The latest reading of every rack's CDU, keyed by rack id."""
+        ...
+
+    def set_valve(self, rack: str, open_: bool) -> None: ...
+
+
+def power_targets(topo: Topology) -> dict[str, tuple[list[str], list[str]]]:
+    """rack id -> (shelves in sequence order, trays/nodes)."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for rack in topo.racks:
+        shelves: list[str] = []
+        trays: list[str] = []
+        for j in range(rack.first, rack.end):
+            k = topo.kinds[j]
+            if k == POWER_SHELF:
+                shelves.append(topo.ids[j])
+            elif k in (COMPUTE_TRAY, NODE):
+                trays.append(topo.ids[j])
+        shelves.sort(key=lambda s: int(s.rsplit("/ps", 1)[1]))
+        out[rack.id] = (shelves, trays)
+    return out
+
+
+@dataclass(slots=True)
+class Command:
+    time: float
+    target: str
+    action: str  # "on" | "off" | "cap" | "uncap" | "valve_open" | "valve_close"
+
+
+@dataclass(slots=True)
+class SimPlant:
+    """The simulated racks: what is powered, capped, flowing, leaking. One object shared by the
+    simulated power and cooling drivers, optionally persisted to `path` after every command."""
+
+    power: dict[str, bool]
+    caps: dict[str, float]
+    flow_lpm: dict[str, float]
+    inlet_c: dict[str, float]
+    valve_open: dict[str, bool]
+    leaks: dict[str, set[str]]
+    critical: set[str]
+    nominal_flow: dict[str, float]
+    path: Path | None = None
+    clock: Callable[[], float] = time.time
+    log: list[Command] = field(default_factory=list)
+    # Simulated hardware latency of one power-on, real seconds (0 = instant).
+    power_on_latency_s: float = 0.0
+
+    @classmethod
+    def for_topology(cls, topo: Topology, *, path: str | Path | None = None,
+                     clock: Callable[[], float] = time.time) -> SimPlant:
+        p = Path(path) if path else None
+        if p is not None and p.exists():
+            return cls.load(p, clock=clock)
+        targets = power_targets(topo)
+        nominal = {r.id: round(r.required_flow_lpm * NOMINAL_FLOW_MARGIN, 1) for r in topo.racks}
+        plant = cls(
+            power={t: False for sh, tr in targets.values() for t in (*sh, *tr)},
+            caps={}, flow_lpm=dict(nominal), inlet_c=dict.fromkeys(nominal, NOMINAL_INLET_C),
+            valve_open=dict.fromkeys(nominal, True), leaks={}, critical=set(),
+            nominal_flow=nominal, path=p, clock=clock,
+        )
+        plant.save()
+        return plant
+
+    @classmethod
+    def load(cls, path: Path, *, clock: Callable[[], float] = time.time) -> SimPlant:
+        d = json.loads(path.read_text())
+        return cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
+                   inlet_c=d["inlet_c"], valve_open=d["valve_open"],
+                   leaks={k: set(v) for k, v in d["leaks"].items()},
+                   critical=set(d["critical"]), nominal_flow=d["nominal_flow"], path=path,
+                   clock=clock, power_on_latency_s=d.get("power_on_latency_s", 0.0))
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        d: dict[str, Any] = {
+            "power": self.power, "caps": self.caps, "flow_lpm": self.flow_lpm,
+            "inlet_c": self.inlet_c, "valve_open": self.valve_open,
+            "leaks": {k: sorted(v) for k, v in self.leaks.items()},
+            "critical": sorted(self.critical), "nominal_flow": self.nominal_flow,
+            "power_on_latency_s": self.power_on_latency_s,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(d))
+        os.replace(tmp, self.path)  # atomic: a kill -9 leaves the old or the new file
+
+    def rack_known(self, rack: str) -> None:
+        if rack not in self.nominal_flow:
+            raise DriverError(f"simulated plant has no rack {rack!r}; racks: "
+                              f"{', '.join(sorted(self.nominal_flow)[:8])} ...")
+
+    # ------------------------------------------------------------- faults (tests, demo, CLI)
+    def set_flow(self, rack: str, lpm: float | None) -> None:
+        self.rack_known(rack)
+        self.flow_lpm[rack] = self.nominal_flow[rack] if lpm is None else lpm
+        self.save()
+
+    def set_inlet(self, rack: str, celsius: float | None) -> None:
+        self.rack_known(rack)
+        self.inlet_c[rack] = NOMINAL_INLET_C if celsius is None else celsius
+        self.save()
+
+    def set_leak(self, rack: str, trays: set[str], *, critical: bool = False) -> None:
+        self.rack_known(rack)
+        self.leaks[rack] = set(trays)
+        if critical:
+            self.critical.add(rack)
+        else:
+            self.critical.discard(rack)
+        self.save()
+
+
+class SimPowerDriver:
+    """PowerDriver over a SimPlant. Power-on of an unknown target is an error, as on a BMC."""
+
+    def __init__(self, plant: SimPlant) -> None:
+        self.plant = plant
+
+    def observe(self) -> dict[str, bool]:
+        return self.plant.power
+
+    def set_power(self, target: str, on: bool) -> None:
+        if target not in self.plant.power:
+            raise DriverError(f"no power target {target!r} in the simulated plant")
+        if on and self.plant.power_on_latency_s:
+            time.sleep(self.plant.power_on_latency_s)  # models the shelf's ramp, not a sync
+        self.plant.power[target] = on
+        self.plant.log.append(Command(self.plant.clock(), target, "on" if on else "off"))
+        self.plant.save()
+
+    def caps(self) -> dict[str, float]:
+        return self.plant.caps
+
+    def set_cap(self, rack: str, fraction: float | None) -> None:
+        self.plant.rack_known(rack)
+        if fraction is None:
+            self.plant.caps.pop(rack, None)
+        else:
+            self.plant.caps[rack] = fraction
+        self.plant.log.append(Command(self.plant.clock(), rack,
+                                      "uncap" if fraction is None else "cap"))
+        self.plant.save()
+
+
+class SimCoolingDriver:
+    """CoolingDriver over a SimPlant: a closed valve stops the flow."""
+
+    def __init__(self, plant: SimPlant) -> None:
+        self.plant = plant
+
+    def read(self) -> dict[str, CduReading]:
+        p = self.plant
+        empty: frozenset[str] = frozenset()
+        return {
+            rack: CduReading(
+                rack=rack, flow_lpm=p.flow_lpm[rack] if p.valve_open[rack] else 0.0,
+                inlet_c=p.inlet_c[rack], valve_open=p.valve_open[rack],
+                leaking_trays=frozenset(p.leaks[rack]) if p.leaks.get(rack) else empty,
+                critical_leak=rack in p.critical,
+            )
+            for rack in p.nominal_flow
+        }
+
+    def set_valve(self, rack: str, open_: bool) -> None:
+        self.plant.rack_known(rack)
+        self.plant.valve_open[rack] = open_
+        self.plant.log.append(Command(self.plant.clock(), rack,
+                                      "valve_open" if open_ else "valve_close"))
+        self.plant.save()

@@ -1,0 +1,98 @@
+"""Interlocks: the safety rules no transition or command may break, as pure functions.
+
+- Power-on needs verified coolant flow at the rack's CDU at or above the rack's need
+  (LPM_PER_KW x rack kW, NUMBERS.md), the valve open, the inlet inside W45, and no leak.
+- A coolant fault gets a tiered response, each step with its own deadline measured from the
+  fault's first observation: warn -> power cap -> drain jobs -> power off -> isolate (valve).
+- Leak tiers (NVIDIA NICo, NUMBERS.md): 1-2 leaking trays shut those trays; more than 2 isolate
+  the rack; a critical leak closes the valve at once.
+- Power sequencing never exceeds a region's power budget (RegionSpec.power_budget_kw).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from rackscale.errors import UserError
+from rackscale.lifecycle.drivers import DEFAULT_MAX_INLET_C, CduReading
+
+
+class InterlockRefused(UserError):
+    pass
+
+
+class Tier(IntEnum):
+    NONE = 0
+    WARN = 1
+    CAP = 2
+    DRAIN = 3
+    OFF = 4
+    ISOLATE = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaultPolicy:
+    """When each step of the coolant-fault response is due, seconds after the fault is first
+    seen. A step's deadline is its due time plus one controller period (the loop's promise)."""
+
+    warn_s: float = 0.0
+    cap_s: float = 5.0
+    drain_s: float = 15.0
+    off_s: float = 30.0
+    isolate_s: float = 90.0
+    cap_fraction: float = 0.6
+    max_inlet_c: float = DEFAULT_MAX_INLET_C
+    period_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        due = [self.warn_s, self.cap_s, self.drain_s, self.off_s, self.isolate_s]
+        if any(d < 0 for d in due) or due != sorted(due):
+            raise ValueError(
+                "FaultPolicy: step times must be >= 0 and in order warn <= cap <= drain <= off "
+                f"<= isolate; got {due}"
+            )
+        if not 0 < self.cap_fraction < 1:
+            raise ValueError(f"FaultPolicy.cap_fraction must be in (0, 1); got {self.cap_fraction}")
+        if self.period_s <= 0:
+            raise ValueError(f"FaultPolicy.period_s must be > 0; got {self.period_s}")
+
+    def due(self, tier: Tier) -> float:
+        return {Tier.WARN: self.warn_s, Tier.CAP: self.cap_s, Tier.DRAIN: self.drain_s,
+                Tier.OFF: self.off_s, Tier.ISOLATE: self.isolate_s}[tier]
+
+    def deadline(self, tier: Tier) -> float:
+        return self.due(tier) + self.period_s
+
+
+def flow_ok(r: CduReading, required_lpm: float, max_inlet_c: float) -> str | None:
+    """None when the rack may be powered, else why not (the power-on interlock)."""
+    if not r.valve_open:
+        return "CDU valve closed"
+    if r.critical_leak or r.leaking_trays:
+        return f"leak at {', '.join(sorted(r.leaking_trays)) or 'CDU'}"
+    if r.flow_lpm < required_lpm:
+        return f"coolant flow {r.flow_lpm:.0f} L/min < required {required_lpm:.0f} L/min"
+    if r.inlet_c > max_inlet_c:
+        return f"inlet {r.inlet_c:.1f} C > {max_inlet_c:.0f} C (W45)"
+    return None
+
+
+def coolant_fault(r: CduReading, required_lpm: float, max_inlet_c: float) -> str | None:
+    """A flow or temperature fault (leaks are handled by their own tiers)."""
+    if r.valve_open and r.flow_lpm < required_lpm:
+        return f"flow_low: {r.flow_lpm:.0f} L/min < {required_lpm:.0f} L/min"
+    if r.inlet_c > max_inlet_c:
+        return f"inlet_high: {r.inlet_c:.1f} C > {max_inlet_c:.0f} C"
+    return None
+
+
+def leak_tier(r: CduReading) -> str | None:
+    """'critical' (close the valve), 'severe' (> 2 trays: isolate), 'general' (shut trays)."""
+    if r.critical_leak:
+        return "critical"
+    if len(r.leaking_trays) > 2:
+        return "severe"
+    if r.leaking_trays:
+        return "general"
+    return None

@@ -1,0 +1,239 @@
+"""The lifecycle ledger: current state in a table of our own, history in the store's event log.
+
+Every transition writes a `lifecycle.transition` event and updates `lifecycle_state` in ONE
+transaction, with a compare-and-set on the old state, so a crash (kill -9) can never leave the
+table and the log disagreeing, and two writers can never both apply the same move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Float, Integer, String, select, update
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from rackscale.errors import UserError
+from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
+from rackscale.lifecycle.states import (
+    RACK,
+    RACK_REPAIR_STATES,
+    TRAY,
+    TRAY_REPAIR_STATES,
+    RackState,
+    TrayState,
+    check,
+)
+from rackscale.store import Base, EventRow, Store, UTCDateTime
+
+TRANSITION = "lifecycle.transition"
+INTERLOCK = "lifecycle.interlock"
+SLURM = "lifecycle.slurm"
+NOTED = "lifecycle.noted"
+
+
+class LifecycleRow(Base):
+    """Current lifecycle state of one rack or tray (the log holds how it got there)."""
+
+    __tablename__ = "lifecycle_state"
+
+    component_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    machine: Mapped[str] = mapped_column(String(8))  # "rack" | "tray"
+    rack: Mapped[str] = mapped_column(String(200), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    seq: Mapped[int] = mapped_column(Integer)  # event that set `state`
+    goal: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # Coolant-fault bookkeeping (racks) / leak hold (trays); persisted so a restarted controller
+    # keeps the fault's age and does not repeat a step it already took.
+    fault_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    fault_tier: Mapped[int] = mapped_column(Integer, default=0)
+    updated: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class CursorRow(Base):
+    """How far a consumer of other rooms' events (certify findings) has read the log."""
+
+    __tablename__ = "lifecycle_cursor"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+
+
+class UnknownLifecycleComponent(UserError):
+    pass
+
+
+class EvidenceMissing(UserError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    component_id: str
+    machine: str
+    src: str
+    dst: str
+    seq: int
+
+
+def open_store(store: Store) -> Store:
+    """Make sure our tables exist (importing this module declared them on the store's Base)."""
+    store.ensure_tables()
+    return store
+
+
+def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
+           reason: str = "enrolled from inventory") -> int:
+    """Give every rack (received) and tray/node (onboard) of `topo` a lifecycle row if it has
+    none. Idempotent; returns how many were enrolled."""
+    now = datetime.now(UTC)
+    with store.session() as s:
+        have = set(s.scalars(select(LifecycleRow.component_id)))
+        new: list[tuple[str, str, str, str]] = []
+        for rack in topo.racks:
+            if rack.id not in have:
+                new.append((rack.id, RACK, rack.id, RackState.RECEIVED.value))
+            for j in range(rack.first, rack.end):
+                if topo.kinds[j] in (COMPUTE_TRAY, NODE) and topo.ids[j] not in have:
+                    new.append((topo.ids[j], TRAY, rack.id, TrayState.ONBOARD.value))
+        if not new:
+            return 0
+        rows = [{"time": now, "component_id": cid, "kind": TRANSITION,
+                 "payload": {"from": None, "to": st}, "actor": actor, "reason": reason}
+                for cid, _, _, st in new]
+        # One INSERT per event keeps the seq of each row without a second query.
+        evs = [EventRow(**r) for r in rows]
+        s.add_all(evs)
+        s.flush()
+        s.add_all([
+            LifecycleRow(component_id=cid, machine=m, rack=rack, state=st, seq=ev.seq,
+                         goal=None, fault_since=None, fault_tier=0, updated=now)
+            for (cid, m, rack, st), ev in zip(new, evs, strict=True)
+        ])
+    return len(new)
+
+
+def get_row(s: Session, cid: str) -> LifecycleRow:
+    row = s.get(LifecycleRow, cid)
+    if row is None:
+        raise UnknownLifecycleComponent(
+            f"unknown lifecycle component {cid!r}: not a rack or tray enrolled in the lifecycle; "
+            "list them with `rackscale lifecycle status` (run `rackscale fleet load` and "
+            "`rackscale lifecycle run --once` to enroll a fleet)"
+        )
+    return row
+
+
+def state_of(store: Store, cid: str) -> LifecycleRow:
+    with store.session() as s:
+        return get_row(s, cid)
+
+
+def _last_repair_seq(s: Session, row: LifecycleRow) -> int:
+    states = RACK_REPAIR_STATES if row.machine == RACK else TRAY_REPAIR_STATES
+    q = (select(EventRow.seq, EventRow.payload)
+         .where(EventRow.component_id == row.component_id, EventRow.kind == TRANSITION)
+         .order_by(EventRow.seq.desc()))
+    for seq, payload in s.execute(q):
+        if (payload or {}).get("to") in {st.value for st in states}:
+            return int(seq)
+    return 0
+
+
+def passing_evidence(s: Session, row: LifecycleRow) -> int | None:
+    """Seq of a passing `certify.result` for the component (or its rack) newer than its last
+    repair/triage, or None. A triage counts like a repair: evidence from before a finding
+    must not send the part straight back to production."""
+    floor = _last_repair_seq(s, row)
+    ids = {row.component_id, row.rack}
+    q = (select(EventRow.seq, EventRow.payload)
+         .where(EventRow.kind == "certify.result", EventRow.component_id.in_(ids),
+                EventRow.seq > floor)
+         .order_by(EventRow.seq.desc()))
+    for seq, payload in s.execute(q):
+        if (payload or {}).get("verdict") == "pass":
+            return int(seq)
+    return None
+
+
+def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
+               session: Session | None = None, expect: str | None = None,
+               extra: dict[str, Any] | None = None) -> Transition:
+    """Apply one legal transition: table check, production evidence gate, compare-and-set on
+    the state row and the event, all in one transaction."""
+    if not reason.strip():
+        raise UserError("a transition needs a reason (--reason ...)")
+    if session is None:
+        with store.session() as s:
+            return transition(store, cid, to, actor=actor, reason=reason, session=s,
+                              expect=expect, extra=extra)
+    s = session
+    row = get_row(s, cid)
+    src = row.state
+    if expect is not None and src != expect:
+        raise _stale(cid, src, expect)
+    check(row.machine, cid, src, to)
+    payload: dict[str, Any] = {"from": src, "to": to}
+    if to == "production":
+        ev = passing_evidence(s, row)
+        if ev is None:
+            raise EvidenceMissing(
+                f"{row.machine} {cid} cannot enter production: no passing certify.result for "
+                f"it or its rack newer than its last repair/triage; run certification first"
+            )
+        payload["evidence_seq"] = ev
+    if extra:
+        payload.update(extra)
+    seq = store.append_event(cid, TRANSITION, payload, actor=actor, reason=reason, session=s)
+    res = s.execute(update(LifecycleRow)
+                    .where(LifecycleRow.component_id == cid, LifecycleRow.state == src)
+                    .values(state=to, seq=seq, updated=datetime.now(UTC)))
+    if res.rowcount != 1:  # someone else moved it between our read and write
+        raise _stale(cid, "changed concurrently", src)
+    s.expire(row)
+    return Transition(cid, row.machine, src, to, seq)
+
+
+class StaleState(UserError):
+    pass
+
+
+def _stale(cid: str, actual: str, expected: str) -> StaleState:
+    return StaleState(f"{cid} is {actual}, not {expected}; nothing changed")
+
+
+def set_goal(store: Store, ids: Iterable[str], goal: str | None) -> None:
+    with store.session() as s:
+        for cid in ids:
+            get_row(s, cid).goal = goal
+
+
+def history(store: Store, cid: str) -> list[dict[str, Any]]:
+    with store.session() as s:
+        get_row(s, cid)
+    evs = store.events(component_id=cid, kind_prefix="lifecycle.")
+    return [e.as_dict() for e in evs]
+
+
+def cursor(s: Session, name: str) -> int:
+    row = s.get(CursorRow, name)
+    return row.seq if row else 0
+
+
+def set_cursor(s: Session, name: str, seq: int) -> None:
+    row = s.get(CursorRow, name)
+    if row is None:
+        s.add(CursorRow(name=name, seq=seq))
+    else:
+        row.seq = seq
+
+
+def counts(store: Store) -> dict[str, dict[str, int]]:
+    """{"rack": {state: n}, "tray": {state: n}}."""
+    out: dict[str, dict[str, int]] = {RACK: {}, TRAY: {}}
+    with store.session() as s:
+        for machine, state in s.execute(select(LifecycleRow.machine, LifecycleRow.state)):
+            out[machine][state] = out[machine].get(state, 0) + 1
+    return out

@@ -1,0 +1,191 @@
+"""Certification findings move parts into triage; passing certification returns them.
+
+`apply_findings` reads `certify.finding` events after a cursor (docs/contracts.md) and maps
+each finding's component to lifecycle handling:
+- a GPU, NIC, CPU, DPU (or an HGX node's NVSwitch) -> its tray/node goes to triage;
+- a tray/node itself -> triage;
+- an NVLink switch tray, the CDU, a power shelf or the rack -> rack-level: a serving rack is
+  cordoned (draining), a rack still in bring-up goes to maintenance;
+- a leaf or spine -> no tray moves (the fabric is shared); a `lifecycle.noted` event records it.
+Then an NVL72 rack with more than 2 bad trays is cordoned (NVL72 jobs tolerate two).
+`promote_passing` moves racks and trays with a passing `certify.result` newer than their last
+repair/triage to certified/production. Both are idempotent: a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from rackscale.fleet import (
+    CDU,
+    COMPUTE_TRAY,
+    CPU,
+    DPU,
+    GPU,
+    LEAF,
+    NIC,
+    NODE,
+    NVSWITCH,
+    POWER_SHELF,
+    RACK,
+    SPINE,
+    SWITCH_TRAY,
+    Topology,
+    UnknownComponent,
+)
+from rackscale.lifecycle import ledger
+from rackscale.lifecycle.ledger import NOTED, LifecycleRow
+from rackscale.lifecycle.states import (
+    BAD_TRAY_STATES,
+    RACK_TRANSITIONS,
+    TRAY_TRANSITIONS,
+    RackState,
+    TrayState,
+)
+from rackscale.store import Store
+
+R, T = RackState, TrayState
+CURSOR = "certify.finding"
+_TRAY_PARTS = {GPU, NIC, CPU, DPU, NVSWITCH}
+_RACK_PARTS = {SWITCH_TRAY, CDU, POWER_SHELF, RACK}
+_FABRIC = {LEAF, SPINE}
+
+
+@dataclass(slots=True)
+class TriageReport:
+    findings: int = 0
+    trays_triaged: list[str] = field(default_factory=list)
+    racks_rack_level: list[str] = field(default_factory=list)
+    racks_escalated: list[str] = field(default_factory=list)
+    noted: list[str] = field(default_factory=list)
+    promoted: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"findings": self.findings, "trays_triaged": self.trays_triaged,
+                "racks_rack_level": self.racks_rack_level,
+                "racks_escalated": self.racks_escalated, "noted": self.noted,
+                "promoted": self.promoted}
+
+
+def _cordon(store: Store, s: Any, rack: str, reason: str, actor: str) -> bool:
+    row = ledger.get_row(s, rack)
+    st = R(row.state)
+    if st in (R.PRODUCTION, R.DEGRADED):
+        dst = R.DRAINING
+    elif st in (R.POWERED, R.FIRMWARE, R.BURN_IN, R.CERTIFIED):
+        dst = R.MAINTENANCE
+    else:
+        return False  # already out of service (draining, maintenance, isolated, ...)
+    if dst not in RACK_TRANSITIONS[st]:
+        return False
+    ledger.transition(store, rack, dst, actor=actor, reason=reason, session=s)
+    return True
+
+
+def _bad_trays(s: Any, rack: str) -> int:
+    q = select(LifecycleRow.state).where(LifecycleRow.rack == rack,
+                                         LifecycleRow.machine == "tray")
+    return sum(1 for st in s.scalars(q) if st in BAD_TRAY_STATES)
+
+
+def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None,
+                   actor: str = "lifecycle-triage") -> TriageReport:
+    rep = TriageReport()
+    ledger.open_store(store)
+    with store.session() as s:
+        start = ledger.cursor(s, CURSOR) if after_seq is None else after_seq
+    events = store.events(kind="certify.finding", after_seq=start)
+    rep.findings = len(events)
+    touched: set[str] = set()
+    with store.session() as s:
+        for ev in events:
+            cid = ev.payload.get("component") or ev.component_id
+            kind = ev.payload.get("kind", "?")
+            verdict = ev.payload.get("verdict", "fail")
+            why = f"certify finding {kind} at {cid} (run {ev.payload.get('run_id', '?')}, " \
+                  f"event {ev.seq})"
+            try:
+                comp = topo.component(cid)
+            except UnknownComponent:
+                _note(store, s, cid, ev.seq, "unknown component: not in this fleet", actor, rep)
+                continue
+            if verdict == "pass" or verdict == "warn":
+                _note(store, s, cid, ev.seq, f"verdict {verdict}: recorded, no move", actor, rep)
+                continue
+            if comp.kind in _FABRIC:
+                _note(store, s, cid, ev.seq, f"{comp.kind} finding: shared fabric, no tray "
+                      "moves", actor, rep)
+                continue
+            if comp.kind in _RACK_PARTS:
+                rack = comp.rack or cid
+                if _cordon(store, s, rack, f"rack-level: {why}", actor):
+                    rep.racks_rack_level.append(rack)
+                touched.add(rack)
+                continue
+            tray = cid if comp.kind in (COMPUTE_TRAY, NODE) else comp.parent
+            if comp.kind not in _TRAY_PARTS | {COMPUTE_TRAY, NODE} or tray is None:
+                _note(store, s, cid, ev.seq, f"{comp.kind} finding: no lifecycle handling",
+                      actor, rep)
+                continue
+            row = ledger.get_row(s, tray)
+            st = T(row.state)
+            if st not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[st]:
+                ledger.transition(store, tray, T.TRIAGE, actor=actor, reason=why, session=s,
+                                  extra={"finding_seq": ev.seq})
+                rep.trays_triaged.append(tray)
+            if comp.rack:
+                touched.add(comp.rack)
+        for rack in sorted(touched):
+            if topo.rack(rack).template.shape != "nvl72":
+                continue
+            bad = _bad_trays(s, rack)
+            if bad > 2 and _cordon(store, s, rack,
+                                   f"{bad} trays bad (> 2): NVL72 rack cordoned", actor):
+                rep.racks_escalated.append(rack)
+        if events:
+            ledger.set_cursor(s, CURSOR, max(e.seq for e in events))
+    return rep
+
+
+def _note(store: Store, s: Any, cid: str, seq: int, why: str, actor: str,
+          rep: TriageReport) -> None:
+    store.append_event(cid, NOTED, {"finding_seq": seq, "action": "none"}, actor=actor,
+                       reason=why, session=s)
+    rep.noted.append(cid)
+
+
+def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-triage",
+                    report: TriageReport | None = None) -> TriageReport:
+    """Racks burn_in -> certified -> production and trays burn_in -> production, each only with
+    passing evidence newer than its last repair/triage (the ledger enforces the gate)."""
+    rep = report or TriageReport()
+    with store.session() as s:
+        racks = list(s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "rack")))
+        for row in racks:
+            if row.state == R.BURN_IN and ledger.passing_evidence(s, row) is not None:
+                ledger.transition(store, row.component_id, R.CERTIFIED, actor=actor, session=s,
+                                  reason="passing certification on record")
+                rep.promoted["rack_certified"] = rep.promoted.get("rack_certified", 0) + 1
+            if row.state == R.CERTIFIED and _bad_trays(s, row.component_id) <= 2 and \
+                    ledger.passing_evidence(s, row) is not None:
+                ledger.transition(store, row.component_id, R.PRODUCTION, actor=actor, session=s,
+                                  reason="certified; <= 2 trays out")
+                rep.promoted["rack_production"] = rep.promoted.get("rack_production", 0) + 1
+        serving = {r.component_id for r in racks if r.state in (R.PRODUCTION, R.DEGRADED)}
+        trays = s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "tray",
+                                                     LifecycleRow.state == T.BURN_IN.value))
+        for row in list(trays):
+            if row.rack in serving and ledger.passing_evidence(s, row) is not None:
+                ledger.transition(store, row.component_id, T.PRODUCTION, actor=actor,
+                                  session=s, reason="passing certification on record")
+                rep.promoted["tray_production"] = rep.promoted.get("tray_production", 0) + 1
+        for row in racks:
+            bad = _bad_trays(s, row.component_id)
+            if row.state == R.PRODUCTION and 0 < bad <= 2:
+                ledger.transition(store, row.component_id, R.DEGRADED, actor=actor, session=s,
+                                  reason=f"{bad} tray(s) out (<= 2 tolerated by NVL72 jobs)")
+                rep.promoted["rack_degraded"] = rep.promoted.get("rack_degraded", 0) + 1
+    return rep

@@ -1,0 +1,91 @@
+"""Bad commands get a clear error, exit code 2, and change nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rackscale.cli import app
+from rackscale.lifecycle import SimPlant
+from rackscale.store import Store
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    plant = str(tmp_path / "plant.json")
+    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
+    assert res.exit_code == 0, res.output
+    return db, plant
+
+
+def _snapshot(db: str) -> tuple[int, list[tuple[str, str]]]:
+    from sqlalchemy import select
+
+    from rackscale.lifecycle import LifecycleRow
+
+    store = Store(db)
+    with store.session() as s:
+        rows = [(r.component_id, r.state) for r in s.scalars(select(LifecycleRow))]
+    return store.count_events(), sorted(rows)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["advance", "us-east/r99", "--to", "cabled", "--reason", "x"], "unknown lifecycle"),
+    (["advance", "us-east/r01", "--to", "production", "--reason", "x"], "illegal transition"),
+    (["advance", "us-east/r01", "--to", "flying", "--reason", "x"], "valid rack states"),
+    (["advance", "us-east/r01/c03", "--to", "production", "--reason", "x"], "legal targets"),
+    (["drain", "nowhere/r01", "--reason", "x"], "unknown lifecycle"),
+    (["history", "us-east/r01/c99"], "unknown lifecycle"),
+    (["status", "--rack", "us-west/r77"], "unknown lifecycle"),
+])
+def test_bad_commands_exit_2_and_change_nothing(env: tuple[str, str], args: list[str],
+                                                needle: str) -> None:
+    db, plant = env
+    before = _snapshot(db)
+    extra = ["--plant", plant] if args[0] == "advance" else []
+    res = runner.invoke(app, ["lifecycle", *args, "--db", db, *extra])
+    assert res.exit_code == 2, res.output
+    assert needle in res.output
+    assert _snapshot(db) == before
+
+
+def test_power_on_without_flow_is_refused(env: tuple[str, str]) -> None:
+    db, plant_path = env
+    for to in ("cabled",):
+        res = runner.invoke(app, ["lifecycle", "advance", "us-east/r02", "--to", to, "--reason",
+                                  "cabled", "--db", db, "--plant", plant_path])
+        assert res.exit_code == 0, res.output
+    plant = SimPlant.load(Path(plant_path))
+    plant.set_flow("us-east/r02", 100.0)  # needs 272 L/min for 190 kW
+    before = _snapshot(db)
+    for to in ("cooling_verified", "powered"):
+        res = runner.invoke(app, ["lifecycle", "advance", "us-east/r02", "--to", to,
+                                  "--reason", "try", "--db", db, "--plant", plant_path])
+        assert res.exit_code == 2, res.output
+        assert "coolant interlock" in res.output and "100 L/min < required 272" in res.output
+    assert _snapshot(db) == before
+    assert not any(v for k, v in SimPlant.load(Path(plant_path)).power.items()
+                   if k.startswith("us-east/r02/"))
+
+
+def test_good_path_and_history(env: tuple[str, str]) -> None:
+    db, plant = env
+    for to in ("cabled", "cooling_verified", "powered", "firmware"):
+        res = runner.invoke(app, ["lifecycle", "advance", "us-west/r01", "--to", to,
+                                  "--reason", f"bring-up {to}", "--db", db, "--plant", plant])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["lifecycle", "history", "us-west/r01", "--json", "--db", db])
+    tos = [e["payload"]["to"] for e in __import__("json").loads(res.output)]
+    assert tos == ["received", "cabled", "cooling_verified", "powered", "firmware"]
+    res = runner.invoke(app, ["lifecycle", "status", "--json", "--db", db])
+    assert '"firmware": 1' in res.output
+    res = runner.invoke(app, ["lifecycle", "drain", "us-west/r01/c02", "--reason", "xid 79",
+                              "--db", db])
+    assert res.exit_code == 0 and "triage" in res.output
