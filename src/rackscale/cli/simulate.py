@@ -205,11 +205,16 @@ def step_simulate(ctx: DemoContext) -> None:
     """Demo: a 30-day job on the seed fleet, sized to the certified capacity if there is one."""
     fleet = FleetShape.from_spec(ctx.topo.spec)
     domain = fleet.trays_per_domain * fleet.gpus_per_tray
-    certified = (ctx.results.get("certify") or {}).get("gpus_healthy")
-    if certified is not None:
-        job = int(certified) // domain * domain
-        how = (f"sized to the certified capacity: {certified} healthy GPUs -> {job} "
-               f"(whole {domain}-GPU NVLink domains)")
+    if ctx.results.get("certify") is not None:
+        # Size the job by the same rule the usable-capacity report applies (whole, fully
+        # healthy, certified NVLink domains), so the demo's figures agree with each other.
+        from rackscale.report import build_ledger, collect
+
+        ledger = build_ledger(collect(ctx.store, fleet=ctx.topo.spec.name))
+        certified = int(ledger.step("certified").count)
+        job = certified // domain * domain
+        how = (f"sized to the certified capacity: {certified} GPUs in whole, fully healthy "
+               f"{domain}-GPU NVLink domains (the report's ledger, step 6)")
         if job == 0:
             console.print(f"no whole {domain}-GPU domain certified healthy: nothing to simulate")
             ctx.results["simulate"] = {"simulated": True, "skipped": "no certified domain"}
