@@ -13,30 +13,37 @@ from rackscale.store import Store
 def test_demo_steps_order_and_idempotence(tmp_path: Path) -> None:
     names = [n for n, _, _ in STEPS]
     assert names.index("fleet") < names.index("lifecycle-onboarding") < names.index(
-        "lifecycle-triage")
+        "certify") < names.index("lifecycle-triage")
     store = Store(f"sqlite:///{tmp_path / 'demo.db'}")
 
     def run_all() -> DemoContext:
         ctx = DemoContext(topo=Topology.build(seed_fleet()), store=store, seed=7,
                           data_dir=tmp_path)
-        for name, _title, step in STEPS:
-            if name == "lifecycle-triage" and store.count_events("certify.") == 0:
-                # stand-in for the certify room: one bad GPU, passes everywhere else
-                store.append_event("us-east/r02/c07/gpu3", "certify.finding", {
-                    "component": "us-east/r02/c07/gpu3", "kind": "slow_gpu", "stage": "gpu",
-                    "evidence": {}, "confidence": 0.9, "run_id": "r", "backend": "twin",
-                    "verdict": "fail"})
-                for rack in ctx.topo.racks:
-                    store.append_event(rack.id, "certify.result", {
-                        "run_id": "r", "backend": "twin", "verdict": "pass"})
+        for _name, _title, step in STEPS:
             step(ctx)
         return ctx
 
     ctx = run_all()
     lc = ctx.results["lifecycle"]
     assert lc["onboarding"]["flow_before_power"] == 7
-    assert lc["counts"]["rack"] == {"production": 6, "degraded": 1}
-    assert lc["counts"]["tray"] == {"production": 125, "triage": 1}
+    # Expected states follow from the certification step's real findings on the twin:
+    # a rack-level part (CDU, switch tray, power shelf) sends its rack to maintenance; a
+    # finding inside a tray sends that tray to triage and leaves its rack degraded.
+    topo = ctx.topo
+    findings = [e.payload for e in store.events(kind="certify.finding")]
+    assert findings, "the demo's certify step stored no findings"
+    rack_level, trays = set(), set()
+    for f in findings:
+        comp = topo.component(f["component"])
+        if comp.kind in ("cdu", "switch_tray", "power_shelf"):
+            rack_level.add(comp.rack)
+        elif comp.kind in ("gpu", "nic", "cpu", "dpu"):
+            trays.add(comp.parent)
+    degraded = {topo.component(t).rack for t in trays} - rack_level
+    assert lc["counts"]["rack"] == {
+        k: v for k, v in {"maintenance": len(rack_level), "degraded": len(degraded),
+                          "production": 7 - len(rack_level) - len(degraded)}.items() if v}
+    assert lc["counts"]["tray"]["triage"] == len(trays)
     n = store.count_events("lifecycle.transition")
     ctx = run_all()
     assert store.count_events("lifecycle.transition") == n
