@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from rackscale.fleet import Topology
 from rackscale.lifecycle import ledger
 from rackscale.lifecycle.drivers import (
-    CduReading,
+    CduTelemetry,
     CoolingDriver,
     DriverError,
     PowerDriver,
@@ -109,6 +109,7 @@ class Controller:
         self._bad: dict[str, int] = {}  # rack -> trays in a bad state (this pass)
         self._held: set[str] = set()  # trays held off by a leak (this pass)
         self._repair: set[str] = set()  # trays in repair/rma: kept off (this pass)
+        self._holds: dict[str, str] = {}  # rack -> interlock rule holding it (logged once)
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
 
     def enroll(self) -> int:
@@ -181,7 +182,7 @@ class Controller:
 
     # ------------------------------------------------------------------ one rack
     def _rack(self, rid: str, row: _Row, rows: dict[str, _Row], obs: dict[str, bool],
-              reading: CduReading, caps: dict[str, float], now: float,
+              reading: CduTelemetry, caps: dict[str, float], now: float,
               load: dict[str, float], rep: PassReport, tx: _Tx) -> None:
         rack = self.racks[rid]
         shelves, trays = self.targets[rid]
@@ -276,7 +277,7 @@ class Controller:
         self._escalate(tx, rid, row, rows, trays, rep)
 
     def _power_up(self, rid: str, row: _Row, rows: dict[str, _Row], shelves: list[str],
-                  trays: list[str], obs: dict[str, bool], reading: CduReading,
+                  trays: list[str], obs: dict[str, bool], reading: CduTelemetry,
                   load: dict[str, float], now: float, rep: PassReport, tx: _Tx) -> None:
         rack = self.racks[rid]
         off = [t for t in shelves if not obs.get(t)]
@@ -286,8 +287,9 @@ class Controller:
         if off:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                rep.waiting[rid] = f"power-on interlock: {why}"
+                self._hold(tx, rid, "power_on", f"power-on interlock: {why}", reading, rep)
                 return
+            self._holds.pop(rid, None)
             nxt = off[0]
             if nxt in self._pending and now - self._pending[nxt] < PENDING_TIMEOUT_S:
                 rep.waiting[rid] = f"waiting for {nxt} to report power on"
@@ -333,7 +335,7 @@ class Controller:
 
     def _step(self, tx: _Tx, rid: str, row: _Row, step: Tier, fault: str,
               shelves: list[str], trays: list[str], obs: dict[str, bool],
-              reading: CduReading, rep: PassReport) -> None:
+              reading: CduTelemetry, rep: PassReport) -> None:
         s = tx()
         action = step.name.lower()
         self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", rep,
@@ -360,7 +362,7 @@ class Controller:
                            f"coolant fault ({fault}) unresolved: valve closed", rep)
 
     def _walk(self, tx: _Tx, rid: str, row: _Row, rows: dict[str, _Row], trays: list[str],
-              obs: dict[str, bool], reading: CduReading, rep: PassReport) -> None:
+              obs: dict[str, bool], reading: CduTelemetry, rep: PassReport) -> None:
         rack = self.racks[rid]
         st = row.state
         if st == R.RECEIVED:
@@ -369,8 +371,10 @@ class Controller:
         elif st == R.CABLED:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                rep.waiting[rid] = f"cooling not verified: {why}"
+                self._hold(tx, rid, "cooling_verify", f"cooling not verified: {why}", reading,
+                           rep)
                 return
+            self._holds.pop(rid, None)
             self._move(tx(), rid, row, R.COOLING_VERIFIED,
                        f"coolant flow {reading.flow_lpm:.0f} L/min >= required "
                        f"{rack.required_flow_lpm:.0f} L/min ({rack.power_kw:.0f} kW)", rep,
@@ -433,6 +437,21 @@ class Controller:
         row.since, row.tier = since, int(tier)
         if int(tier) >= Tier.OFF and cid in self._nodes:
             self._held.add(cid)
+
+    def _hold(self, tx: _Tx, rid: str, rule: str, why: str, reading: CduTelemetry,
+              rep: PassReport) -> None:
+        """The coolant interlock holds a rack: say so every pass, log it once per hold. The
+        log's last word on the rack decides after a restart, so a restart does not repeat it."""
+        rep.waiting[rid] = why
+        if self._holds.get(rid) == rule:
+            return
+        self._holds[rid] = rule
+        last = self.store.events(component_id=rid, kind_prefix="lifecycle.", limit=1,
+                                 newest_first=True)
+        if last and last[0].kind == INTERLOCK and last[0].payload.get("rule") == rule:
+            return
+        self._interlock(tx(), rid, rule, "hold", why, rep, flow_lpm=round(reading.flow_lpm, 1),
+                        required_lpm=round(self.racks[rid].required_flow_lpm, 1))
 
     def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
                    rep: PassReport, **extra: Any) -> None:
