@@ -206,6 +206,9 @@ def test_cli_run_with_faults_holds_the_sick_rack(tmp_path: Path,
     res = runner.invoke(app, ["lifecycle", "advance", "us-west/r03", "--to",
                               "cooling_verified", "--reason", "try", *base])
     assert res.exit_code == 2 and "coolant flow" in res.output and "required 272" in res.output
+    demo = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant,
+                               "--faults", "demo"])  # the shipped file: us-west/r03 at 0.5
+    assert demo.exit_code == 0 and state_of(store, "us-west/r03").state == "cabled"
     bad = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant,
                               "--faults", str(tmp_path / "none.yaml")])
     assert bad.exit_code == 2

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.errors import UserError
-from rackscale.faults import TwinCoolingDriver, load_faults
+from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
     Controller,
@@ -53,9 +53,9 @@ PlantOption = typer.Option(
 RedfishOption = typer.Option(None, "--redfish", help="Redfish base URL: power through real BMCs.")
 SlurmOption = typer.Option(None, "--slurm-conf", help="slurm.conf: drain/resume in real Slurm.")
 FaultsOption = typer.Option(
-    None, "--faults", help="Faults file (certify's format): CDU telemetry comes from the "
-    "digital twin with these faults (coolant_flow_low, flapping) instead of the simulated "
-    "plant. Simulated figures either way.", show_default=False)
+    None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
+    "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
+    "instead of the simulated plant. Simulated figures either way.", show_default=False)
 TwinSeedOption = typer.Option(7, "--twin-seed", help="Random seed of the digital twin.")
 
 
@@ -85,8 +85,9 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
     slurm = ScontrolSlurm(conf=slurm_conf) if slurm_conf else None
     # --faults: the CDUs are the digital twin's (faults/), not the simulated plant's
     cooling: CoolingDriver = (
-        TwinCoolingDriver(topo, load_faults(faults, topo), seed=twin_seed) if faults
-        else SimCoolingDriver(plant))
+        TwinCoolingDriver(topo, load_faults(demo_faults_path() if faults == "demo" else faults,
+                                            topo), seed=twin_seed)
+        if faults else SimCoolingDriver(plant))
     ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor)
     if enroll:  # only the controller loop enrolls: inspection and bad commands write nothing
         ctl.enroll()
