@@ -1,7 +1,8 @@
 """`rackscale lifecycle ...`: rack and tray states, transitions, drains, history, controller.
 
 Drivers: the simulated plant (power shelves, trays, CDUs) persisted in a JSON file by default;
-`--redfish URL` switches power to real BMCs; `--slurm-conf PATH` drains/resumes in real Slurm.
+`--redfish URL` switches power to real BMCs; `--faults FILE` reads the CDUs from the digital
+twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real Slurm.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from sqlalchemy import select
 
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.errors import UserError
+from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
     Controller,
+    CoolingDriver,
     InterlockRefused,
     LifecycleRow,
     PassReport,
@@ -49,6 +52,11 @@ PlantOption = typer.Option(
     "lifecycle-plant.json next to the default database).", show_default=False)
 RedfishOption = typer.Option(None, "--redfish", help="Redfish base URL: power through real BMCs.")
 SlurmOption = typer.Option(None, "--slurm-conf", help="slurm.conf: drain/resume in real Slurm.")
+FaultsOption = typer.Option(
+    None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
+    "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
+    "instead of the simulated plant. Simulated figures either way.", show_default=False)
+TwinSeedOption = typer.Option(7, "--twin-seed", help="Random seed of the digital twin.")
 
 
 class NoFleet(UserError):
@@ -66,7 +74,8 @@ def fleet_topology(store: Store) -> Topology:
 
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
                redfish: str | None = None, slurm_conf: str | None = None,
-               actor: str = "controller", enroll: bool = False) -> tuple[Controller, SimPlant]:
+               actor: str = "controller", enroll: bool = False, faults: str | None = None,
+               twin_seed: int = 7) -> tuple[Controller, SimPlant]:
     path = Path(plant_path or Path(DEFAULT_DATA_DIR) / "lifecycle-plant.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     plant = SimPlant.for_topology(topo, path=path)
@@ -74,7 +83,12 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
                                                        for r in topo.racks})
              if redfish else SimPowerDriver(plant))
     slurm = ScontrolSlurm(conf=slurm_conf) if slurm_conf else None
-    ctl = Controller(store, topo, power, SimCoolingDriver(plant), slurm=slurm, actor=actor)
+    # --faults: the CDUs are the digital twin's (faults/), not the simulated plant's
+    cooling: CoolingDriver = (
+        TwinCoolingDriver(topo, load_faults(demo_faults_path() if faults == "demo" else faults,
+                                            topo), seed=twin_seed)
+        if faults else SimCoolingDriver(plant))
+    ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor)
     if enroll:  # only the controller loop enrolls: inspection and bad commands write nothing
         ctl.enroll()
     return ctl, plant
@@ -132,12 +146,15 @@ def advance(
     db: str | None = DbOption,
     plant: str | None = PlantOption,
     redfish: str | None = RedfishOption,
+    faults: str | None = FaultsOption,
+    twin_seed: int = TwinSeedOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Move a rack or tray to STATE (one legal transition; power-on runs the interlocked,
     sequenced power-up)."""
     store = Store(db)
-    ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator")
+    ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator",
+                        faults=faults, twin_seed=twin_seed)
     row = state_of(store, cid)
     target = parse_state(row.machine, to)
     if row.machine == RACK and target in (RackState.COOLING_VERIFIED, RackState.POWERED):
@@ -217,15 +234,20 @@ def run(
     plant: str | None = PlantOption,
     redfish: str | None = RedfishOption,
     slurm_conf: str | None = SlurmOption,
+    faults: str | None = FaultsOption,
+    twin_seed: int = TwinSeedOption,
     as_json: bool = JsonOption,
 ) -> None:
     """The controller: reconcile desired lifecycle state against the drivers."""
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, slurm_conf,
-                        enroll=True)
+                        enroll=True, faults=faults, twin_seed=twin_seed)
     if goal is not None:
         parse_state(RACK, goal)
         set_goal(store, list(ctl.targets), goal)
+    if faults and not as_json:
+        console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
+                      f"twin seed {twin_seed}")
 
     def show(rep: PassReport) -> None:
         if as_json:

@@ -1,5 +1,13 @@
-"""Fault kinds, the faults file, and the digital twin that applies them (simulated figures)."""
+"""Fault kinds, the faults file, the digital twin that applies them, and a CDU driver on the
+twin (lifecycle's CoolingDriver, structurally). All figures simulated."""
 
+from rackscale.faults.cooling import (
+    HEALTHY_MARGIN,
+    SUPPLY_C,
+    TwinCduReading,
+    TwinCoolingDriver,
+    TwinCoolingError,
+)
 from rackscale.faults.kinds import FAULT_KINDS, FLAPPING, FaultKind, UnknownFaultKind, get_kind
 from rackscale.faults.spec import (
     DEFAULT_FLAP_PERIOD_S,
@@ -13,7 +21,8 @@ from rackscale.faults.spec import (
 from rackscale.faults.twin import FabricState, ThermalReading, TwinHardware
 
 __all__ = [
-    "DEFAULT_FLAP_PERIOD_S", "FAULT_KINDS", "FLAPPING", "FabricState", "Fault", "FaultKind",
-    "FaultsFile", "ThermalReading", "TwinHardware", "UnknownFaultKind", "demo_faults_path",
+    "DEFAULT_FLAP_PERIOD_S", "FAULT_KINDS", "FLAPPING", "HEALTHY_MARGIN", "SUPPLY_C",
+    "FabricState", "Fault", "FaultKind", "FaultsFile", "ThermalReading", "TwinCduReading",
+    "TwinCoolingDriver", "TwinCoolingError", "TwinHardware", "UnknownFaultKind", "demo_faults_path",
     "faults_from", "get_kind", "load_faults", "parse_faults",
 ]

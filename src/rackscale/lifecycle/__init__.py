@@ -4,6 +4,7 @@
 from rackscale.lifecycle.controller import Controller, PassReport
 from rackscale.lifecycle.drivers import (
     CduReading,
+    CduTelemetry,
     CoolingDriver,
     DriverError,
     PowerDriver,
@@ -41,7 +42,7 @@ from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_pas
 
 __all__ = [
     "INTERLOCK", "NOTED", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_TRANSITIONS",
-    "CduReading", "Controller", "CoolingDriver", "DriverError", "EvidenceMissing",
+    "CduReading", "CduTelemetry", "Controller", "CoolingDriver", "DriverError", "EvidenceMissing",
     "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow", "PassReport",
     "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm", "SimCoolingDriver",
     "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier", "TrayState",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from rackscale.fleet import Topology
 from rackscale.lifecycle import ledger
 from rackscale.lifecycle.drivers import (
-    CduReading,
+    CduTelemetry,
     CoolingDriver,
     DriverError,
     PowerDriver,
@@ -37,6 +37,7 @@ from rackscale.lifecycle.interlocks import (
     leak_tier,
 )
 from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow
+from rackscale.lifecycle.passes import PassReport, Tx
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
@@ -56,27 +57,6 @@ _GOAL_INDEX = _PATH_INDEX | {R.CERTIFIED.value: len(ONBOARDING_PATH),
                              R.PRODUCTION.value: len(ONBOARDING_PATH) + 1}
 PENDING_TIMEOUT_S = 60.0  # a BMC that has not applied power-on by then is asked again
 _HELD_STATES = frozenset({T.REPAIR.value, T.RMA.value})  # trays kept powered off
-
-
-@dataclass(slots=True)
-class PassReport:
-    commands: int = 0
-    transitions: int = 0
-    interlocks: int = 0
-    slurm: int = 0
-    waiting: dict[str, str] = field(default_factory=dict)
-    # A driver that fails for one rack must not stop the fleet: the rack's writes roll back,
-    # the error is reported here and the rack is retried next pass.
-    errors: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.commands or self.transitions or self.interlocks or self.slurm)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"commands": self.commands, "transitions": self.transitions,
-                "interlocks": self.interlocks, "slurm": self.slurm, "waiting": self.waiting,
-                "errors": self.errors}
 
 
 @dataclass(slots=True)
@@ -109,6 +89,7 @@ class Controller:
         self._bad: dict[str, int] = {}  # rack -> trays in a bad state (this pass)
         self._held: set[str] = set()  # trays held off by a leak (this pass)
         self._repair: set[str] = set()  # trays in repair/rma: kept off (this pass)
+        self._holds: dict[str, str] = {}  # rack -> interlock rule holding it (logged once)
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
 
     def enroll(self) -> int:
@@ -156,7 +137,7 @@ class Controller:
                 continue  # not enrolled / no CDU telemetry: nothing is commanded blind
             try:
                 with ExitStack() as stack:
-                    tx = _Tx(self.store, stack)
+                    tx = Tx(self.store, stack)
                     self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
             except DriverError as err:
                 rep.errors[rid] = str(err)
@@ -181,8 +162,8 @@ class Controller:
 
     # ------------------------------------------------------------------ one rack
     def _rack(self, rid: str, row: _Row, rows: dict[str, _Row], obs: dict[str, bool],
-              reading: CduReading, caps: dict[str, float], now: float,
-              load: dict[str, float], rep: PassReport, tx: _Tx) -> None:
+              reading: CduTelemetry, caps: dict[str, float], now: float,
+              load: dict[str, float], rep: PassReport, tx: Tx) -> None:
         rack = self.racks[rid]
         shelves, trays = self.targets[rid]
         need = rack.required_flow_lpm
@@ -276,8 +257,8 @@ class Controller:
         self._escalate(tx, rid, row, rows, trays, rep)
 
     def _power_up(self, rid: str, row: _Row, rows: dict[str, _Row], shelves: list[str],
-                  trays: list[str], obs: dict[str, bool], reading: CduReading,
-                  load: dict[str, float], now: float, rep: PassReport, tx: _Tx) -> None:
+                  trays: list[str], obs: dict[str, bool], reading: CduTelemetry,
+                  load: dict[str, float], now: float, rep: PassReport, tx: Tx) -> None:
         rack = self.racks[rid]
         off = [t for t in shelves if not obs.get(t)]
         for t in shelves:
@@ -286,8 +267,9 @@ class Controller:
         if off:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                rep.waiting[rid] = f"power-on interlock: {why}"
+                self._hold(tx, rid, "power_on", f"power-on interlock: {why}", reading, rep)
                 return
+            self._holds.pop(rid, None)
             nxt = off[0]
             if nxt in self._pending and now - self._pending[nxt] < PENDING_TIMEOUT_S:
                 rep.waiting[rid] = f"waiting for {nxt} to report power on"
@@ -331,9 +313,9 @@ class Controller:
                 rep.commands += 1
             self._pending.pop(t, None)
 
-    def _step(self, tx: _Tx, rid: str, row: _Row, step: Tier, fault: str,
+    def _step(self, tx: Tx, rid: str, row: _Row, step: Tier, fault: str,
               shelves: list[str], trays: list[str], obs: dict[str, bool],
-              reading: CduReading, rep: PassReport) -> None:
+              reading: CduTelemetry, rep: PassReport) -> None:
         s = tx()
         action = step.name.lower()
         self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", rep,
@@ -359,8 +341,8 @@ class Controller:
                 self._move(s, rid, row, R.ISOLATED,
                            f"coolant fault ({fault}) unresolved: valve closed", rep)
 
-    def _walk(self, tx: _Tx, rid: str, row: _Row, rows: dict[str, _Row], trays: list[str],
-              obs: dict[str, bool], reading: CduReading, rep: PassReport) -> None:
+    def _walk(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row], trays: list[str],
+              obs: dict[str, bool], reading: CduTelemetry, rep: PassReport) -> None:
         rack = self.racks[rid]
         st = row.state
         if st == R.RECEIVED:
@@ -369,8 +351,10 @@ class Controller:
         elif st == R.CABLED:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                rep.waiting[rid] = f"cooling not verified: {why}"
+                self._hold(tx, rid, "cooling_verify", f"cooling not verified: {why}", reading,
+                           rep)
                 return
+            self._holds.pop(rid, None)
             self._move(tx(), rid, row, R.COOLING_VERIFIED,
                        f"coolant flow {reading.flow_lpm:.0f} L/min >= required "
                        f"{rack.required_flow_lpm:.0f} L/min ({rack.power_kw:.0f} kW)", rep,
@@ -396,7 +380,7 @@ class Controller:
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, rep, "goal production")
 
-    def _escalate(self, tx: _Tx, rid: str, row: _Row, rows: dict[str, _Row],
+    def _escalate(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row],
                   trays: list[str], rep: PassReport) -> None:
         if self.racks[rid].template.shape != "nvl72":
             return
@@ -433,6 +417,21 @@ class Controller:
         row.since, row.tier = since, int(tier)
         if int(tier) >= Tier.OFF and cid in self._nodes:
             self._held.add(cid)
+
+    def _hold(self, tx: Tx, rid: str, rule: str, why: str, reading: CduTelemetry,
+              rep: PassReport) -> None:
+        """The coolant interlock holds a rack: say so every pass, log it once per hold. The
+        log's last word on the rack decides after a restart, so a restart does not repeat it."""
+        rep.waiting[rid] = why
+        if self._holds.get(rid) == rule:
+            return
+        self._holds[rid] = rule
+        last = self.store.events(component_id=rid, kind_prefix="lifecycle.", limit=1,
+                                 newest_first=True)
+        if last and last[0].kind == INTERLOCK and last[0].payload.get("rule") == rule:
+            return
+        self._interlock(tx(), rid, rule, "hold", why, rep, flow_lpm=round(reading.flow_lpm, 1),
+                        required_lpm=round(self.racks[rid].required_flow_lpm, 1))
 
     def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
                    rep: PassReport, **extra: Any) -> None:
@@ -480,17 +479,3 @@ class Controller:
                                             actor=self.actor, reason="back in production",
                                             session=s)
                 rep.slurm += len(resumes)
-
-
-class _Tx:
-    """Opens the rack's transaction on first write, so a quiet rack costs no transaction."""
-
-    def __init__(self, store: Store, stack: ExitStack) -> None:
-        self.store = store
-        self.stack = stack
-        self.s: Session | None = None
-
-    def __call__(self) -> Session:
-        if self.s is None:
-            self.s = self.stack.enter_context(self.store.session())
-        return self.s

@@ -4,9 +4,10 @@
 rack power; `RedfishPowerDriver` (redfish.py) speaks real HTTP to BMCs, `SimPowerDriver` drives
 a simulated plant. `CoolingDriver` reads CDU telemetry and moves valves; `SimCoolingDriver`
 simulates a CDU per rack. The protocol is deliberately narrow (a `read()` of `CduReading`s and
-`set_valve`) so a driver backed by the certification room's digital twin (faults/, where
-`coolant_flow_low` with a severity sets the flow and leaks are injected) can be added beside it
-without touching the controller.
+`set_valve`) so the driver backed by the certification room's digital twin
+(`faults.TwinCoolingDriver`: `coolant_flow_low` with a severity sets the flow, leaks are
+injected) plugs in without touching the controller; readings are typed by the `CduTelemetry`
+Protocol, so that room need not import this one.
 
 The simulated plant can persist to a JSON file, so the hardware "remembers" what was switched
 on across controller restarts (the kill -9 test relies on it, as a real rack would).
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -47,6 +48,24 @@ class CduReading:
     critical_leak: bool = False
 
 
+class CduTelemetry(Protocol):
+    """What the controller reads of a CDU reading. `CduReading` has it, and so does the
+    digital twin's `faults.TwinCduReading`, without either room importing the other."""
+
+    @property
+    def rack(self) -> str: ...
+    @property
+    def flow_lpm(self) -> float: ...
+    @property
+    def inlet_c(self) -> float: ...
+    @property
+    def valve_open(self) -> bool: ...
+    @property
+    def leaking_trays(self) -> frozenset[str]: ...
+    @property
+    def critical_leak(self) -> bool: ...
+
+
 @runtime_checkable
 class PowerDriver(Protocol):
     def observe(self) -> dict[str, bool]:
@@ -64,7 +83,7 @@ class PowerDriver(Protocol):
 
 @runtime_checkable
 class CoolingDriver(Protocol):
-    def read(self) -> dict[str, CduReading]:
+    def read(self) -> Mapping[str, CduTelemetry]:
         """The latest reading of every rack's CDU, keyed by rack id."""
         ...
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from rackscale.errors import UserError
-from rackscale.lifecycle.drivers import DEFAULT_MAX_INLET_C, CduReading
+from rackscale.lifecycle.drivers import DEFAULT_MAX_INLET_C, CduTelemetry
 
 
 class InterlockRefused(UserError):
@@ -65,7 +65,7 @@ class FaultPolicy:
         return self.due(tier) + self.period_s
 
 
-def flow_ok(r: CduReading, required_lpm: float, max_inlet_c: float) -> str | None:
+def flow_ok(r: CduTelemetry, required_lpm: float, max_inlet_c: float) -> str | None:
     """None when the rack may be powered, else why not (the power-on interlock)."""
     if not r.valve_open:
         return "CDU valve closed"
@@ -78,7 +78,7 @@ def flow_ok(r: CduReading, required_lpm: float, max_inlet_c: float) -> str | Non
     return None
 
 
-def coolant_fault(r: CduReading, required_lpm: float, max_inlet_c: float) -> str | None:
+def coolant_fault(r: CduTelemetry, required_lpm: float, max_inlet_c: float) -> str | None:
     """A flow or temperature fault (leaks are handled by their own tiers)."""
     if r.valve_open and r.flow_lpm < required_lpm:
         return f"flow_low: {r.flow_lpm:.0f} L/min < {required_lpm:.0f} L/min"
@@ -87,7 +87,7 @@ def coolant_fault(r: CduReading, required_lpm: float, max_inlet_c: float) -> str
     return None
 
 
-def leak_tier(r: CduReading) -> str | None:
+def leak_tier(r: CduTelemetry) -> str | None:
     """'critical' (close the valve), 'severe' (> 2 trays: isolate), 'general' (shut trays)."""
     if r.critical_leak:
         return "critical"
