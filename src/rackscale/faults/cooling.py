@@ -32,27 +32,19 @@ from rackscale.errors import UserError
 from rackscale.faults.spec import FaultsFile
 from rackscale.faults.twin import TwinHardware
 from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
+from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 
-# A healthy CDU delivers 15% above the rack's need (the simulated plant's margin, too).
-HEALTHY_MARGIN = 1.15
-# Nominal facility supply water, inside ASHRAE W32..W45 (NUMBERS.md); the twin has no model.
-SUPPLY_C = 32.0
+# The twin models no supply temperature and gives a healthy CDU the plant's usual margin.
+HEALTHY_MARGIN = NOMINAL_FLOW_MARGIN
+SUPPLY_C = NOMINAL_INLET_C
 
 
 class TwinCoolingError(UserError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class TwinCduReading:
-    """One CDU's reading, with the fields of lifecycle's `CduReading` (SIMULATED)."""
-
-    rack: str
-    flow_lpm: float
-    inlet_c: float
-    valve_open: bool
-    leaking_trays: frozenset[str] = frozenset()
-    critical_leak: bool = False
+# A twin reading is the fleet's CduReading; the name marks it SIMULATED where it is built.
+TwinCduReading = CduReading
 
 
 @dataclass(frozen=True, slots=True)

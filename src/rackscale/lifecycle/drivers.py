@@ -25,27 +25,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
+from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 
 # ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can
 # no longer carry the rack's heat at the design rise.
 DEFAULT_MAX_INLET_C = 45.0
-NOMINAL_INLET_C = 32.0
-# A healthy CDU delivers some margin above the rack's need.
-NOMINAL_FLOW_MARGIN = 1.15
 
 
 class DriverError(UserError):
     pass
 
-
-@dataclass(frozen=True, slots=True)
-class CduReading:
-    rack: str
-    flow_lpm: float
-    inlet_c: float
-    valve_open: bool
-    leaking_trays: frozenset[str] = frozenset()
-    critical_leak: bool = False
 
 
 class CduTelemetry(Protocol):
