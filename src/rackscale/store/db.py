@@ -61,6 +61,19 @@ class NewEvent:
     time: datetime | None = None
 
 
+def _under(column: Any, scope: str) -> Any:
+    """`column` is `scope` itself or an id below it (ids are paths)."""
+    return (column == scope) | column.startswith(scope + "/", autoescape=True)
+
+
+def _component_filter(q: Any, kind: str | None, scope: str | None) -> Any:
+    if kind is not None:
+        q = q.where(ComponentRow.kind == kind)
+    if scope is not None:
+        q = q.where(_under(ComponentRow.id, scope))
+    return q
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL lets readers (the CLI, the dashboard) run while the controller writes; NORMAL
@@ -165,8 +178,7 @@ class Store:
         if component_id is not None:
             q = q.where(EventRow.component_id == component_id)
         if prefix is not None:
-            q = q.where((EventRow.component_id == prefix)
-                        | EventRow.component_id.startswith(prefix + "/", autoescape=True))
+            q = q.where(_under(EventRow.component_id, prefix))
         if kind is not None:
             q = q.where(EventRow.kind == kind)
         if kind_prefix is not None:
@@ -207,21 +219,13 @@ class Store:
     def components(self, *, kind: str | None = None,
                    scope: str | None = None) -> list[ComponentRow]:
         q = select(ComponentRow)
-        if kind is not None:
-            q = q.where(ComponentRow.kind == kind)
-        if scope is not None:
-            q = q.where((ComponentRow.id == scope)
-                        | ComponentRow.id.startswith(scope + "/", autoescape=True))
+        q = _component_filter(q, kind, scope)
         with self.session() as s:
             return list(s.scalars(q.order_by(ComponentRow.id)))
 
     def count_components(self, *, kind: str | None = None, scope: str | None = None) -> int:
         q = select(func.count()).select_from(ComponentRow)
-        if kind is not None:
-            q = q.where(ComponentRow.kind == kind)
-        if scope is not None:
-            q = q.where((ComponentRow.id == scope)
-                        | ComponentRow.id.startswith(scope + "/", autoescape=True))
+        q = _component_filter(q, kind, scope)
         with self.session() as s:
             return int(s.scalar(q) or 0)
 
