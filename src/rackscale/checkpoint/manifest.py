@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.hashing import combine
 
 
-class CkptState(str, Enum):
+class CkptState(StrEnum):
     STAGED = "staged"
     """Copied to host memory; the training loop may go on. Lost if the process dies."""
     LOCAL = "local"

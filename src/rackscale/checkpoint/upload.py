@@ -86,6 +86,7 @@ class Uploader:
         stats.parts_skipped += nparts - len(todo)
 
         def send(n: int) -> tuple[int, str]:
+            self.events("upload.part.begin", {"tier": store.name, "item": item, "part": n})
             with open(src, "rb") as f:
                 f.seek((n - 1) * part_size)
                 data = f.read(part_size)
