@@ -269,6 +269,9 @@ class CheckpointManager:
                         self.tiers.drop_journal(ckpt_id)
                         self.events("resume.discard", {"id": ckpt_id})
                     continue
+                if "local" not in states:  # killed between the local commit and the catalog
+                    states["local"] = local.states.get("local", time.time())
+                    _set_latest(self.tiers.local, self.tiers, local)
                 want_done = "replicated" if self.tiers.replicas else "region"
                 due = self._archive_due(entry.get("seq", 0))
                 if want_done in states and (not due or "archived" in states):

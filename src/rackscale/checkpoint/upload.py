@@ -67,7 +67,7 @@ class Uploader:
                 server = store.list_parts(key, entry["upload_id"])
                 have = {int(n): e for n, e in entry["parts"].items() if server.get(int(n)) == e}
                 stats.resumed_uploads += 1
-                self.events("upload.resume", {"tier": store.name, "item": item,
+                self.events("upload.resume", {"tier": store.name, "id": ckpt_id, "item": item,
                                               "parts_kept": len(have)})
             except ObjectMissing:
                 # The upload is gone: either we completed it just before the kill, or the
@@ -86,7 +86,8 @@ class Uploader:
         stats.parts_skipped += nparts - len(todo)
 
         def send(n: int) -> tuple[int, str]:
-            self.events("upload.part.begin", {"tier": store.name, "item": item, "part": n})
+            self.events("upload.part.begin", {"tier": store.name, "id": ckpt_id, "item": item,
+                                              "part": n})
             with open(src, "rb") as f:
                 f.seek((n - 1) * part_size)
                 data = f.read(part_size)
