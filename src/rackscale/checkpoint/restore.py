@@ -131,7 +131,9 @@ class Restorer:
     def restore(self, ckpt_id: str = "latest") -> RestoreReport:
         t0 = time.perf_counter()
         ckpt_id = self.resolve_id(ckpt_id)
-        with self.tiers.lease(ckpt_id):
+        # Several ranks of one node restore the same checkpoint into one cache: the fill is
+        # serialised, and the ranks after the first find it complete and verified.
+        with self.tiers.lease(ckpt_id), self.tiers.fill_lock(ckpt_id):
             m, source, stale = self.manifest(ckpt_id)
             report = RestoreReport(id=ckpt_id, manifest_from=source, stale_cache_dropped=stale)
             served: Counter[str] = Counter()

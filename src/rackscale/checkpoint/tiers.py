@@ -99,6 +99,15 @@ class Tiers:
             os.close(fd)
 
     @contextlib.contextmanager
+    def fill_lock(self, ckpt_id: str) -> Iterator[None]:
+        fd = os.open(self.root / "leases" / f"{ckpt_id}.fill", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
     def try_exclusive(self, ckpt_id: str) -> Iterator[bool]:
         fd = os.open(self.lease_path(ckpt_id), os.O_RDWR | os.O_CREAT, 0o644)
         try:
