@@ -9,6 +9,7 @@ import typer
 
 from rackscale import __version__
 from rackscale.cli._common import RackscaleGroup
+from rackscale.cli.checkpoint import app as checkpoint_app
 from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
 
@@ -20,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(checkpoint_app, name="checkpoint")
 app.command("demo")(demo)
 
 

@@ -41,8 +41,14 @@ def step_fleet(ctx: DemoContext) -> None:
     ctx.results["fleet"] = summary | {"load": result.as_dict()}
 
 
+def step_checkpoint(ctx: DemoContext) -> None:
+    from rackscale.checkpoint.demo import demo_checkpoint
+    ctx.results["checkpoint"] = demo_checkpoint(ctx.data_dir, console.print, ctx.seed)
+
+
 STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("fleet", "fleet model and inventory", step_fleet),
+    ("checkpoint", "tiered checkpoint save and restore", step_checkpoint),
 ]
 
 
