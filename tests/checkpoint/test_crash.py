@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rackscale.checkpoint import CheckpointManager, Restorer, Tiers, parse_config
+from rackscale.checkpoint import CheckpointManager, ObjectMissing, Restorer, Tiers, parse_config
 from tests.checkpoint.conftest import s3_config
 
 KILLS = 50
@@ -48,7 +48,7 @@ def saver(cfg: dict, first_step: int, wfd: int) -> None:
 def read_latest(tiers: Tiers) -> int:
     try:
         return int(json.loads(tiers.region.get(tiers.layout.latest))["step"])
-    except Exception:  # noqa: BLE001 - no pointer yet is the only expected case here
+    except ObjectMissing:  # no checkpoint reached the region yet
         return 0
 
 

@@ -32,9 +32,19 @@ def weed_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports: all sockets stay bound until every port is chosen."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class SeaweedFS:
@@ -55,10 +65,11 @@ class SeaweedFS:
             "name": "rackscale",
             "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        self.s3_port = free_port()
-        ports = {k: free_port() for k in (
-            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-            "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc")}
+        names = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                 "filer.port", "filer.port.grpc", "s3.port.grpc", "admin.port",
+                 "admin.port.grpc")
+        self.s3_port, *rest = free_ports(len(names) + 1)
+        ports = dict(zip(names, rest, strict=True))
         args = [weed_binary(), "mini", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1", f"-s3.port={self.s3_port}", "-s3.port.iceberg=0",
                 "-s3.port.lance=0", "-admin.ui=false", "-webdav=false",
@@ -75,7 +86,7 @@ class SeaweedFS:
                 raise CheckpointError(f"weed mini exited with {self.proc.returncode}; see "
                                       f"{self.dir / 'weed.log'}")
             try:
-                urllib.request.urlopen(self.endpoint, timeout=1)  # noqa: S310 - loopback
+                urllib.request.urlopen(self.endpoint, timeout=1)
             except urllib.error.HTTPError:
                 return self  # 403 without a signature: S3 is answering
             except OSError:
@@ -98,7 +109,7 @@ class SeaweedFS:
             self.log.close()
 
     def store(self, bucket: str, *, name: str | None = None, create: bool = True,
-              access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):  # noqa: ANN201
+              access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):
         from rackscale.checkpoint.s3store import S3Store
         s = S3Store(name=name or self.name, endpoint=self.endpoint, bucket=bucket,
                     access_key=access_key, secret_key=secret_key, timeout_s=2.0)
