@@ -65,7 +65,7 @@ def test_cli_with_a_seaweedfs_config_and_bad_input(tmp_path: Path, regions: tupl
     assert r.exit_code == 0, r.output
     assert all(x["tiers"]["us-west"] == "yes" for x in json.loads(r.output))
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(cfg | {"part_size": 3 << 20}))
+    bad.write_text(yaml.safe_dump(cfg | {"part_size": 3 << 19}))
     r = runner.invoke(app, ["checkpoint", "ls", "--config", str(bad)])
     assert r.exit_code == 2 and "part_size" in r.output
     r = runner.invoke(app, ["checkpoint", "ls", "--config", str(tmp_path / "nope.yaml")])
