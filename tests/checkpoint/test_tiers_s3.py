@@ -131,6 +131,9 @@ def test_unknown_id_bad_credentials_and_unreachable_are_clear_and_lose_nothing(
     assert list(r.states) == ["staged", "local"] and "does not answer" in r.errors["us-east"]
     with pytest.raises(StoreUnreachable):
         Tiers(parse_config(dead)).region.check()
+    elsewhere = parse_config(dead | {"local_dir": str(tmp_path / "empty-node")})
+    with pytest.raises(StoreUnreachable, match="no remote tier answered"):
+        Restorer(Tiers(elsewhere)).restore("step-00000001")
     # Nothing lost: the region still holds 1, and the local cache holds 1, 2 and 3.
     assert tiers.committed_ids(tiers.region) == ["step-00000001"]
     assert tiers.committed_ids(tiers.local) == ["step-00000001", "step-00000002",

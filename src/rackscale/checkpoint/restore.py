@@ -64,7 +64,8 @@ class Restorer:
     def __init__(self, tiers: Tiers, *, progress: Callable[[int], None] | None = None) -> None:
         self.tiers = tiers
         self.progress = progress
-        self._down: dict[str, str] = {}
+        self._down: dict[str, str] = {}  # tier -> why it is skipped for this restorer
+        self._errors: dict[str, Exception] = {}
         self._lock = threading.Lock()
 
     # --- which checkpoint, which manifest -----------------------------------------------------
@@ -75,6 +76,7 @@ class Restorer:
             return fn()
         except DOWN as err:
             self._down[store.name] = str(err)
+            self._errors[store.name] = err
             return None
 
     def list_ids(self) -> list[str]:
@@ -115,12 +117,13 @@ class Restorer:
             return (local, "local", False) if local is not None else (m, s.name, False)
         if local is not None:
             return local, "local", False
-        unreachable = "; ".join(self._down.values())
-        if unreachable and not self.list_ids():
-            first = next(iter(self._down.values()))
-            raise (StoreAuthError if "credentials" in first else StoreUnreachable)(
-                f"checkpoint {ckpt_id!r} not found and no tier answered: {unreachable}")
-        raise UnknownCheckpoint(ckpt_id, self.list_ids())
+        known = self.list_ids()
+        if self._down and not known:
+            # Nothing answered: say why, not "unknown id" (the id may well exist there).
+            kind = type(next(iter(self._errors.values())))
+            raise kind(f"checkpoint {ckpt_id!r} not found and no remote tier answered: "
+                       f"{'; '.join(self._down.values())}")
+        raise UnknownCheckpoint(ckpt_id, known)
 
     def _drop_local(self, ckpt_id: str) -> None:
         self.tiers.local.delete(self.tiers.layout.manifest(ckpt_id))
@@ -166,7 +169,7 @@ class Restorer:
                 part = data_dir / f".{it.name}.partial"
                 if part.exists():
                     os.replace(part, data_dir / it.name)
-            if self.tiers.read_manifest(self.tiers.local, ckpt_id) is None:
+            if source != "local":
                 commit_manifest(self.tiers.local, self.tiers, m.for_tier("local", m.states))
             for key in sorted(bad_remote):
                 tier, item = key.split(":", 1)
@@ -215,11 +218,11 @@ class Restorer:
                     report.bad_chunks.append({"tier": s.name, "item": it.name, "chunk": i})
                     bad_remote.add(f"{s.name}:{it.name}")
                 continue
+            # No fsync: the cache is never trusted, every read re-verifies every chunk, so
+            # a torn cache file after a crash is just a miss.
             fd = os.open(path, os.O_WRONLY)
             try:
                 os.pwrite(fd, data, start)
-                if self.tiers.cfg.fsync:
-                    os.fsync(fd)
             finally:
                 os.close(fd)
             self._tick(len(data))

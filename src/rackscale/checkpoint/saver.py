@@ -154,8 +154,8 @@ class CheckpointManager:
             dest = data_dir / it.name
             tmp = dest.with_name(f".{it.name}.tmp")
             with open(tmp, "wb", buffering=0) as f:
-                for off in range(0, len(it.view), 16 << 20):
-                    f.write(it.view[off:off + (16 << 20)])
+                for off in range(0, len(it.view), 64 << 20):
+                    f.write(it.view[off:off + (64 << 20)])
                 if self.cfg.fsync:
                     import os
                     os.fsync(f.fileno())
