@@ -9,6 +9,7 @@ archives every m-th checkpoint, and advances the checkpoint's state with a time 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 import uuid
@@ -22,7 +23,7 @@ from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.hashing import chunk_hashes, combine
 from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advance, ckpt_id_for
-from rackscale.checkpoint.objectstore import ObjectStore
+from rackscale.checkpoint.objectstore import ObjectStore, write_durable
 from rackscale.checkpoint.staging import StagedItem, StagingPool
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, _noop, commit_manifest
@@ -137,10 +138,11 @@ class CheckpointManager:
             "bytes": report.total_bytes})
 
     def _next_seq(self) -> int:
+        # Not fsynced: after a crash the catalog (fsynced below) still holds the seq used,
+        # and a repeated number only shifts which checkpoint the archive takes.
         p = self.tiers.root / "seq"
         seq = int(p.read_text()) + 1 if p.exists() else 1
-        from rackscale.checkpoint.objectstore import write_durable
-        write_durable(p, str(seq).encode(), sync=self.cfg.fsync)
+        write_durable(p, str(seq).encode(), sync=False)
         return seq
 
     def _persist(self, ckpt_id: str, items: list[StagedItem]) -> list[ItemEntry]:
@@ -149,20 +151,27 @@ class CheckpointManager:
         data_dir = self.local_data_dir(ckpt_id)
         data_dir.mkdir(parents=True, exist_ok=True)
         algo, chunk = self.cfg.hash_algo, self.cfg.chunk_size
+        written = []
         for it in items:
             hashes = self._parts.submit(chunk_hashes, it.view, chunk, algo)
-            dest = data_dir / it.name
-            tmp = dest.with_name(f".{it.name}.tmp")
+            tmp = data_dir / f".{it.name}.tmp"
             with open(tmp, "wb", buffering=0) as f:
                 for off in range(0, len(it.view), 64 << 20):
                     f.write(it.view[off:off + (64 << 20)])
-                if self.cfg.fsync:
-                    import os
-                    os.fsync(f.fileno())
-            tmp.replace(dest)
+            written.append((tmp, data_dir / it.name))
             ch = hashes.result()
             out.append(ItemEntry(it.name, len(it.view), ch, combine(ch, algo), it.meta))
             self.events("local.item", {"id": ckpt_id, "item": it.name})
+        # One fsync pass after all writes (as `dd conv=fsync`): the kernel has been writing
+        # back meanwhile, and the manifest that makes these files count comes only after it.
+        for tmp, dest in written:
+            if self.cfg.fsync:
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            tmp.replace(dest)
         return out
 
     def _hash_files(self, ckpt_id: str, names: list[str]) -> list[ItemEntry]:
