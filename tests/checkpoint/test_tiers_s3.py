@@ -166,8 +166,12 @@ def test_retention_keeps_latest_and_leased_checkpoints(s3_tiers: Tiers) -> None:
     with CheckpointManager(s3_tiers) as mgr:
         for step in range(1, 7):
             mgr.save(step, state(step, mib=1)).wait(60)
+    orphan = s3_tiers.layout.data("step-00000006", "orphan")  # a saver died before journaling
+    s3_tiers.region.create_upload(orphan)
     with s3_tiers.lease("step-00000001"):  # somebody is restoring it right now
         rep = gc(s3_tiers)
+    assert rep.aborted_uploads == [f"us-east:{orphan}"]
+    assert s3_tiers.region.list_uploads(s3_tiers.layout.prefix + "/") == []
     assert "us-east:step-00000001" in rep.skipped_leased
     assert s3_tiers.committed_ids(s3_tiers.region) == [
         "step-00000001", "step-00000004", "step-00000005", "step-00000006"]

@@ -64,3 +64,12 @@ def test_local_dir_store_contract(tmp_path: Path) -> None:
 
 def test_s3_store_contract_on_seaweedfs(regions: tuple) -> None:
     _contract(regions[0].store("contract"))
+
+
+def test_demo_step_saves_through_every_tier_and_restores_cold(tmp_path: Path) -> None:
+    from rackscale.checkpoint.demo import demo_checkpoint
+    lines: list[str] = []
+    out = demo_checkpoint(tmp_path, lines.append)
+    assert out["ok"] and out["restore"]["tier"] == "us-east"
+    assert "archived" in out["saves"][1]["states"]
+    assert any("served by us-east" in line for line in lines)

@@ -9,6 +9,7 @@ manifest first, so a reader never sees a manifest whose data is half gone.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from dataclasses import asdict, dataclass, field
 
@@ -56,7 +57,6 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
     latest_ids: set[str] = set()
     for s in tiers.all:
         with contextlib.suppress(ObjectMissing, StoreUnreachable, StoreAuthError):
-            import json
             latest_ids.add(json.loads(s.get(tiers.layout.latest))["id"])
     for s in tiers.all:
         try:
@@ -75,10 +75,13 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
                     if not dry_run:
                         _delete(tiers, s, ckpt_id)
                     report.deleted.setdefault(s.name, []).append(ckpt_id)
-            # Uploads left by a dead saver whose checkpoint cannot resume (no local manifest).
+            # Uploads left by a dead saver that no journal will resume (killed before the
+            # upload id was recorded, or the checkpoint never reached its local manifest).
             for key, upload_id in s.list_uploads(tiers.layout.prefix + "/"):
                 ckpt_id = key.split("/")[1]
-                if tiers.read_manifest(tiers.local, ckpt_id) is not None:
+                journal = tiers.read_journal(ckpt_id)
+                if (tiers.read_manifest(tiers.local, ckpt_id) is not None and
+                        any(e.get("upload_id") == upload_id for e in journal.values())):
                     continue  # resumable: `resume()` will finish it
                 with tiers.try_exclusive(ckpt_id) as got:
                     if got and not dry_run:
