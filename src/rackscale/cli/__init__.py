@@ -10,6 +10,7 @@ import typer
 from rackscale import __version__
 from rackscale.cli._common import RackscaleGroup
 from rackscale.cli.certify import app as certify_app
+from rackscale.cli.checkpoint import app as checkpoint_app
 from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
 from rackscale.cli.lifecycle import app as lifecycle_app
@@ -24,10 +25,11 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(lifecycle_app, name="lifecycle")
 app.add_typer(certify_app, name="certify")
+app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
-app.add_typer(lifecycle_app, name="lifecycle")
 app.command("demo")(demo)
 
 

@@ -1,8 +1,9 @@
 """`rackscale demo`: the main job on the embedded defaults (SQLite under ./rackscale-data/).
 
 The demo is a list of steps run in order over one `DemoContext`; each room adds its step to
-STEPS as it lands: fleet + inventory -> lifecycle onboarding -> certification -> triage ->
-simulation -> report. A step reads what earlier steps left in `ctx.results` or in the store.
+STEPS: fleet + inventory -> lifecycle onboarding -> certification -> triage -> checkpoint
+save/restore -> simulation -> report. A step reads what earlier steps left in `ctx.results`
+or in the store.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typer
 
 from rackscale.cli._common import DbOption, console
 from rackscale.cli.certify import step_certify
+from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
 from rackscale.cli.lifecycle import step_onboarding, step_triage
 from rackscale.cli.report import step_report
@@ -52,6 +54,7 @@ STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
     ("certify", "certification ladder on the digital twin", step_certify),
     ("lifecycle-triage", "lifecycle triage: findings -> triage, passing -> production",
      step_triage),
+    ("checkpoint", "tiered checkpoint save and restore", step_checkpoint),
     ("simulate", "simulated 30-day training job under failures", step_simulate),
     ("report", "usable-capacity report", step_report),
 ]

@@ -1,0 +1,37 @@
+"""Tiered checkpoint store: host memory -> local NVMe -> region object store -> other regions
+-> archive, with per-chunk hashes, atomic manifests, resumable uploads, read-through restore
+and retention. Imports nothing of rackscale but `rackscale.errors`.
+"""
+
+from rackscale.checkpoint.config import (
+    Retention,
+    StoreSpec,
+    TiersConfig,
+    default_config,
+    load_config,
+    parse_config,
+)
+from rackscale.checkpoint.errors import (
+    AlreadyExists,
+    CheckpointError,
+    ConfigError,
+    IntegrityError,
+    ObjectMissing,
+    StoreAuthError,
+    StoreUnreachable,
+    UnknownCheckpoint,
+)
+from rackscale.checkpoint.manifest import CkptState, Manifest, ckpt_id_for
+from rackscale.checkpoint.objectstore import LocalDirStore, ObjectInfo, ObjectStore
+from rackscale.checkpoint.restore import Restorer, RestoreReport
+from rackscale.checkpoint.retention import GcReport, gc
+from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
+from rackscale.checkpoint.tiers import Tiers
+
+__all__ = [
+    "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState", "ConfigError",
+    "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo", "ObjectMissing",
+    "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle", "SaveReport",
+    "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig", "UnknownCheckpoint",
+    "ckpt_id_for", "default_config", "gc", "load_config", "parse_config",
+]

@@ -1,0 +1,138 @@
+"""Typed, validated configuration of the tiers (a YAML/JSON file or built in code).
+
+Secrets never sit on a command line: an S3 tier names the environment variables that hold its
+keys (`access_key_env`, `secret_key_env`); inline keys are accepted only from a file or code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rackscale.checkpoint.errors import ConfigError
+from rackscale.checkpoint.hashing import DEFAULT_ALGO
+from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore
+
+MiB = 1 << 20
+
+
+class StoreSpec(BaseModel):
+    """One object store: `kind: dir` (a directory) or `kind: s3` (an endpoint and bucket)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Literal["dir", "s3"]
+    path: str | None = None
+    endpoint: str | None = None
+    bucket: str | None = None
+    region: str = "us-east-1"
+    access_key_env: str = "AWS_ACCESS_KEY_ID"
+    secret_key_env: str = "AWS_SECRET_ACCESS_KEY"
+    access_key: str | None = Field(default=None, repr=False)
+    secret_key: str | None = Field(default=None, repr=False)
+    timeout_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> StoreSpec:
+        if self.kind == "dir" and not self.path:
+            raise ValueError(f"store {self.name!r}: kind 'dir' needs `path` (a directory)")
+        if self.kind == "s3" and not (self.endpoint and self.bucket):
+            raise ValueError(f"store {self.name!r}: kind 's3' needs `endpoint` "
+                             f"(http://host:port) and `bucket`")
+        return self
+
+    def build(self) -> ObjectStore:
+        if self.kind == "dir":
+            return LocalDirStore(Path(self.path or "."), name=self.name)
+        from rackscale.checkpoint.s3store import S3Store
+
+        access = self.access_key or os.environ.get(self.access_key_env)
+        secret = self.secret_key or os.environ.get(self.secret_key_env)
+        if not access or not secret:
+            raise ConfigError(f"store {self.name!r}: no credentials; set the environment "
+                              f"variables {self.access_key_env} and {self.secret_key_env}")
+        return S3Store(name=self.name, endpoint=self.endpoint or "", bucket=self.bucket or "",
+                       access_key=access, secret_key=secret, region=self.region,
+                       timeout_s=self.timeout_s)
+
+
+class Retention(BaseModel):
+    """Keep the last `keep_local` on local NVMe, `keep_region` in the region and each replica,
+    every `archive_every`-th checkpoint in the archive (0: none), the last `keep_archived` there.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    keep_local: int = Field(default=2, ge=1)
+    keep_region: int = Field(default=5, ge=1)
+    archive_every: int = Field(default=10, ge=0)
+    keep_archived: int | None = Field(default=None, ge=1)
+
+
+class TiersConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    local_dir: str = Field(min_length=1)
+    region: StoreSpec
+    replicas: list[StoreSpec] = Field(default_factory=list)
+    archive: StoreSpec | None = None
+    prefix: str = Field(default="ckpt", pattern=r"^[A-Za-z0-9_.-]+$")
+    # The hash unit (verified and repaired one by one) and the upload unit (an S3 part).
+    chunk_size: int = Field(default=4 * MiB, ge=4096)
+    part_size: int = Field(default=16 * MiB, ge=4096)
+    upload_parallelism: int = Field(default=8, ge=1, le=64)
+    restore_parallelism: int = Field(default=8, ge=1, le=64)
+    backpressure: Literal["wait", "skip"] = "wait"
+    hash_algo: Literal["blake3", "sha256"] = DEFAULT_ALGO  # type: ignore[assignment]
+    retention: Retention = Field(default_factory=Retention)
+    fsync: bool = True
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TiersConfig:
+        if self.part_size % self.chunk_size:
+            raise ValueError(f"part_size ({self.part_size}) must be a multiple of chunk_size "
+                             f"({self.chunk_size}) so that parts hold whole chunks")
+        names = [self.region.name, *(r.name for r in self.replicas)]
+        names += [self.archive.name] if self.archive else []
+        if len(set(names)) != len(names) or "local" in names:
+            raise ValueError(f"store names must be unique and not 'local': {names}")
+        return self
+
+
+def parse_config(data: dict, source: str = "config") -> TiersConfig:
+    try:
+        return TiersConfig.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{source}: {loc}: {first['msg']} (see docs/checkpoint.md for the "
+                          f"tiers config format)") from None
+
+
+def load_config(path: str | os.PathLike[str]) -> TiersConfig:
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"tiers config {p} does not exist; write one (docs/checkpoint.md) or "
+                          f"omit --config to use the local-directory default")
+    text = p.read_text()
+    if p.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+        data = yaml.safe_load(text)
+    return parse_config(data or {}, str(p))
+
+
+def default_config(data_dir: str | os.PathLike[str]) -> TiersConfig:
+    """The embedded default: every tier is a directory under the data dir (two 'regions')."""
+    root = Path(data_dir) / "checkpoints"
+    return TiersConfig(
+        local_dir=str(root / "local"),
+        region=StoreSpec(name="us-east", kind="dir", path=str(root / "us-east")),
+        replicas=[StoreSpec(name="us-west", kind="dir", path=str(root / "us-west"))],
+        archive=StoreSpec(name="archive", kind="dir", path=str(root / "archive")),
+        chunk_size=1 * MiB, part_size=4 * MiB,
+        retention=Retention(keep_local=2, keep_region=4, archive_every=2, keep_archived=4),
+    )

@@ -1,0 +1,45 @@
+"""Errors of the checkpoint room. Bad input and unreachable/unauthorised stores are UserErrors.
+
+An operator who names an unknown checkpoint, points at an endpoint that does not answer or
+gives wrong keys must get one clear sentence and exit code 2, with nothing deleted or half
+written; that is why every store failure is translated into one of these at the store seam.
+"""
+
+from __future__ import annotations
+
+from rackscale.errors import UserError
+
+
+class CheckpointError(UserError):
+    """Base of the room's operator-facing errors."""
+
+
+class UnknownCheckpoint(CheckpointError):
+    def __init__(self, ckpt_id: str, known: list[str]) -> None:
+        shown = ", ".join(known[-10:]) if known else "none"
+        super().__init__(f"unknown checkpoint {ckpt_id!r}: no committed manifest in any tier "
+                         f"(known: {shown}). Run `rackscale checkpoint ls` to list them.")
+
+
+class StoreUnreachable(CheckpointError):
+    """The endpoint does not answer (connection refused, timeout, DNS)."""
+
+
+class StoreAuthError(CheckpointError):
+    """The store refused the credentials (wrong key, signature mismatch, access denied)."""
+
+
+class ObjectMissing(CheckpointError):
+    """A key that should exist is absent from a store."""
+
+
+class AlreadyExists(CheckpointError):
+    """A write-once key (a manifest) already exists: somebody committed it first."""
+
+
+class IntegrityError(CheckpointError):
+    """No tier holds a copy of a chunk whose hash matches the manifest."""
+
+
+class ConfigError(CheckpointError):
+    """A tiers config that does not validate; the message names the field and the fix."""

@@ -1,0 +1,92 @@
+"""Retention across tiers: last k local, last n in the region and each replica, the last
+`keep_archived` of the archived ones. Never the `latest`, never one under a lease.
+
+A checkpoint being saved or restored holds a shared flock on its lease file; gc takes it
+exclusively without blocking and skips the checkpoint if it cannot. Deletion removes the
+manifest first, so a reader never sees a manifest whose data is half gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+
+from rackscale.checkpoint.errors import ObjectMissing, StoreAuthError, StoreUnreachable
+from rackscale.checkpoint.objectstore import ObjectStore
+from rackscale.checkpoint.tiers import Tiers
+
+
+@dataclass(slots=True)
+class GcReport:
+    deleted: dict[str, list[str]] = field(default_factory=dict)  # tier -> ids
+    kept: dict[str, list[str]] = field(default_factory=dict)
+    skipped_leased: list[str] = field(default_factory=list)
+    aborted_uploads: list[str] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _step_of(tiers: Tiers, store: ObjectStore, ckpt_id: str) -> int:
+    m = tiers.read_manifest(store, ckpt_id)
+    return m.step if m else -1
+
+
+def _delete(tiers: Tiers, store: ObjectStore, ckpt_id: str) -> None:
+    store.delete(tiers.layout.manifest(ckpt_id))  # first: from now on it does not exist
+    if store is tiers.local:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(store.path(tiers.layout.ckpt_prefix(ckpt_id)))
+        return
+    for key in store.list(tiers.layout.ckpt_prefix(ckpt_id)):
+        store.delete(key)
+
+
+def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
+    pol = tiers.cfg.retention
+    report = GcReport(dry_run=dry_run)
+    keep_n = {tiers.local.name: pol.keep_local}
+    for s in [tiers.region, *tiers.replicas]:
+        keep_n[s.name] = pol.keep_region
+    if tiers.archive is not None:
+        keep_n[tiers.archive.name] = pol.keep_archived or 10**9
+    latest_ids: set[str] = set()
+    for s in tiers.all:
+        with contextlib.suppress(ObjectMissing, StoreUnreachable, StoreAuthError):
+            latest_ids.add(json.loads(s.get(tiers.layout.latest))["id"])
+    for s in tiers.all:
+        try:
+            ids = tiers.committed_ids(s)
+            ids.sort(key=lambda i, s=s: (_step_of(tiers, s, i), i))
+            keep = set(ids[-keep_n[s.name]:]) | latest_ids
+            report.kept[s.name] = [i for i in ids if i in keep]
+            for ckpt_id in ids:
+                if ckpt_id in keep:
+                    continue
+                with tiers.try_exclusive(ckpt_id) as got:
+                    if not got:
+                        report.skipped_leased.append(f"{s.name}:{ckpt_id}")
+                        report.kept[s.name].append(ckpt_id)
+                        continue
+                    if not dry_run:
+                        _delete(tiers, s, ckpt_id)
+                    report.deleted.setdefault(s.name, []).append(ckpt_id)
+            # Uploads left by a dead saver that no journal will resume (killed before the
+            # upload id was recorded, or the checkpoint never reached its local manifest).
+            for key, upload_id in s.list_uploads(tiers.layout.prefix + "/"):
+                ckpt_id = key.split("/")[1]
+                journal = tiers.read_journal(ckpt_id)
+                if (tiers.read_manifest(tiers.local, ckpt_id) is not None and
+                        any(e.get("upload_id") == upload_id for e in journal.values())):
+                    continue  # resumable: `resume()` will finish it
+                with tiers.try_exclusive(ckpt_id) as got:
+                    if got and not dry_run:
+                        s.abort_upload(key, upload_id)
+                        report.aborted_uploads.append(f"{s.name}:{key}")
+        except (StoreUnreachable, StoreAuthError) as err:
+            report.unreachable[s.name] = str(err)
+    return report

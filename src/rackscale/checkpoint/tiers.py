@@ -1,0 +1,132 @@
+"""The tier set of one saver/reader: local cache, region, replicas, archive; plus the local
+bookkeeping that must survive kill -9: the catalog (state history), the upload journal
+(upload ids and part ETags) and leases (flock files that keep retention off a checkpoint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from rackscale.checkpoint.config import TiersConfig
+from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
+from rackscale.checkpoint.manifest import Layout, Manifest
+from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore, write_durable
+
+
+class Tiers:
+    def __init__(self, cfg: TiersConfig, *, stores: dict[str, ObjectStore] | None = None):
+        self.cfg = cfg
+        self.root = Path(cfg.local_dir)
+        self.layout = Layout(cfg.prefix)
+        self.local = LocalDirStore(self.root / "cache", name="local", sync=cfg.fsync)
+        given = stores or {}
+        self.region = given.get(cfg.region.name) or cfg.region.build()
+        self.replicas = [given.get(r.name) or r.build() for r in cfg.replicas]
+        self.archive = (given.get(cfg.archive.name) or cfg.archive.build()) if cfg.archive else None
+        for d in ("catalog", "journal", "leases"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    @property
+    def remote(self) -> list[ObjectStore]:
+        """Read-through order after the local cache: region, other regions, archive."""
+        return [self.region, *self.replicas, *([self.archive] if self.archive else [])]
+
+    @property
+    def all(self) -> list[ObjectStore]:
+        return [self.local, *self.remote]
+
+    def store(self, name: str) -> ObjectStore:
+        for s in self.all:
+            if s.name == name:
+                return s
+        raise CheckpointError(f"unknown tier {name!r}; tiers: {[s.name for s in self.all]}")
+
+    # --- catalog: the full state history of each checkpoint saved from this node -------------
+    def catalog_path(self, ckpt_id: str) -> Path:
+        return self.root / "catalog" / f"{ckpt_id}.json"
+
+    def read_catalog(self, ckpt_id: str) -> dict | None:
+        try:
+            return json.loads(self.catalog_path(ckpt_id).read_text())
+        except FileNotFoundError:
+            return None
+
+    def write_catalog(self, ckpt_id: str, entry: dict) -> None:
+        with self._lock:
+            write_durable(self.catalog_path(ckpt_id), json.dumps(entry, indent=1).encode(),
+                          sync=self.cfg.fsync)
+
+    def catalog_ids(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "catalog").glob("*.json"))
+
+    # --- upload journal: resume a multipart upload by upload id and part ETags ---------------
+    def journal_path(self, ckpt_id: str) -> Path:
+        return self.root / "journal" / f"{ckpt_id}.json"
+
+    def read_journal(self, ckpt_id: str) -> dict:
+        try:
+            return json.loads(self.journal_path(ckpt_id).read_text())
+        except FileNotFoundError:
+            return {}
+
+    def write_journal(self, ckpt_id: str, journal: dict) -> None:
+        write_durable(self.journal_path(ckpt_id), json.dumps(journal).encode(),
+                      sync=self.cfg.fsync)
+
+    def drop_journal(self, ckpt_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.journal_path(ckpt_id).unlink()
+
+    # --- leases: a shared flock while saving/restoring; retention needs it exclusively -------
+    def lease_path(self, ckpt_id: str) -> Path:
+        return self.root / "leases" / f"{ckpt_id}.lock"
+
+    @contextlib.contextmanager
+    def lease(self, ckpt_id: str) -> Iterator[None]:
+        """Held for the whole save or restore; the kernel drops it if the process dies."""
+        fd = os.open(self.lease_path(ckpt_id), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def fill_lock(self, ckpt_id: str) -> Iterator[None]:
+        fd = os.open(self.root / "leases" / f"{ckpt_id}.fill", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def try_exclusive(self, ckpt_id: str) -> Iterator[bool]:
+        fd = os.open(self.lease_path(ckpt_id), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    # --- manifests --------------------------------------------------------------------------
+    def read_manifest(self, store: ObjectStore, ckpt_id: str) -> Manifest | None:
+        try:
+            raw = store.get(self.layout.manifest(ckpt_id))
+        except ObjectMissing:
+            return None
+        return Manifest.from_json(raw)
+
+    def committed_ids(self, store: ObjectStore) -> list[str]:
+        return self.layout.ids_from_keys(store.list(self.layout.prefix + "/"))
