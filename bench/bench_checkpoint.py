@@ -1,7 +1,7 @@
 """Checkpoint benchmarks: `python bench/bench_checkpoint.py [--quick] [--json]`.
 
 Each figure is measured in the same run as its baseline (memcpy, dd, direct S3 GET from a
-SeaweedFS started here, boto3 download_file). See docs/benchmarks/checkpoint.md.
+SeaweedFS started here, boto3 download_file). See BENCHMARKS.md (Tiered checkpoints).
 """
 
 from __future__ import annotations
