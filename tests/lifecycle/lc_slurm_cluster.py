@@ -33,8 +33,6 @@ def available() -> str | None:
     for exe in ("munged", "slurmctld", "slurmd", "scontrol"):
         if shutil.which(exe) is None and not Path(f"/usr/sbin/{exe}").exists():
             return f"{exe} not installed (slurm-wlm, munge)"
-    if not Path("/etc/munge/munge.key").exists():
-        return "no /etc/munge/munge.key"
     if os.geteuid() != 0:
         return "emulated slurmd nodes need root"
     return None
@@ -47,7 +45,8 @@ def slurm_cluster(root: Path, nodes: list[str]) -> Iterator[Path]:
     os.chmod(root, 0o755)
     procs: list[subprocess.Popen] = []
     key = root / "munge.key"
-    shutil.copy("/etc/munge/munge.key", key)
+    # A key of the cluster's own: the test needs no host-wide munge setup.
+    key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
     sock = root / "munge.sock"
     logs = [root / "munged.log", root / "slurmctld.log"]

@@ -36,7 +36,7 @@ SPEC = FleetSpec(name="redfish-lab", regions=[RegionSpec(
 def _emulator() -> str:
     exe = shutil.which("sushy-emulator") or str(Path(sys.executable).with_name("sushy-emulator"))
     if not Path(exe).exists():
-        pytest.skip("sushy-tools not installed (pip install sushy-tools)")
+        pytest.fail("sushy-tools is not installed; `make test` installs it (test extra)")
     return exe
 
 
