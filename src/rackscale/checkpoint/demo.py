@@ -29,7 +29,7 @@ def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -
     for r in (r1, r2):
         path = " -> ".join(f"{s} +{t - r.states['staged']:.3f}s" for s, t in r.states.items())
         say(f"saved {r.id}: stall {r.stall_s * 1e3:.1f} ms, {r.total_bytes / 2**20:.1f} MiB, "
-            f"blake3 {r.hash[:16]}; {path}  (measured)")
+            f"{cfg.hash_algo} {r.hash[:16]}; {path}  (measured)")
     tiers = Tiers(cfg)
     shutil.rmtree(tiers.local.root)  # a fresh node: nothing cached
     got, rep = Restorer(Tiers(cfg)).load_state("latest")
