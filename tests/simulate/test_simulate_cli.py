@@ -118,7 +118,8 @@ def test_sweep_of_spare_domains_reports_optimum_and_young_daly(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--param", "colour", "--values", "1"], "valid: ckpt-interval, spare-domains"),
     (["--param", "spare-domains", "--values", "1.5"], "whole numbers"),
-    (["--param", "ckpt-interval", "--values", "10,-5"], "ckpt_interval_min"),
+    (["--param", "ckpt-interval", "--values", "10,-5"],
+     "ckpt-interval-min: Input should be greater than 0 (got -5.0)"),
     (["--values", "ten"], "numbers separated by commas"),
 ])
 def test_bad_sweep_input_exits_2(tmp_path, args, message):
