@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rackscale.certify import PROBES, Ladder, TwinBackend
+from rackscale.certify import PROBES, Groups, Ladder, Scope, Timed, TwinBackend
 from rackscale.certify.probes import ProbeRegistry
 from rackscale.cli import app
 from rackscale.cli.certify import step_certify
@@ -121,3 +121,21 @@ def test_demo_step_stores_events_and_summary(tmp_path: Path) -> None:
     assert ctx.store.count_events("certify.") == 1 + 7 + 7 * 18 + 7
     assert (tmp_path / "findings.jsonl").exists()
     assert np.isfinite(res["campaign_s"])
+
+
+def test_allreduce_with_a_wrong_sum_is_an_error_not_a_figure() -> None:
+    """The real backend checks each all-reduce's sum (result_ok); a fast but wrong collective
+    must fail its group, not pass on its bandwidth."""
+    topo = Topology.build(seed_fleet())
+
+    class WrongSum(TwinBackend):
+        def allreduce(self, groups, nbytes, nvlink, t):  # type: ignore[no-untyped-def]
+            timed = super().allreduce(groups, nbytes, nvlink, t)
+            ok = np.ones(len(groups), bool)
+            ok[1] = False
+            return Timed(timed.seconds, timed.errors, {"result_ok": ok})
+
+    probe = PROBES.create("nvlink_allreduce", WrongSum(TwinHardware(topo, seed=1)))
+    m = probe.run(Scope(groups=Groups.of([[0, 1, 2, 3], [4, 5, 6, 7]])))
+    assert np.isfinite(m.values[0]) and np.isnan(m.values[1])
+    assert list(m.errors) == [1] and "wrong sum" in m.errors[1]
