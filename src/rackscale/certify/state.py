@@ -145,8 +145,7 @@ class RunState:
                      ) -> tuple[Judgement, Sampled]:
         """Test each group once (with repeats) and judge it. `learn` sets the probe's
         reference per key from these results (top-level tests); otherwise the stored one."""
-        nvlink = probe != "scaleout_allreduce"
-        s = self.sample(probe, Scope(groups=Groups.of(groups), nvlink=nvlink,
+        s = self.sample(probe, Scope(groups=Groups.of(groups),
                                      size_bytes=self.config.message_bytes), len(groups))
         med = repeat_median(s.samples, s.error_mask)
         if learn:
