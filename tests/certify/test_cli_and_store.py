@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rackscale.certify import PROBES, Groups, Ladder, Scope, Timed, TwinBackend
+from rackscale.certify import PROBES, Groups, Ladder, LadderConfig, Scope, Timed, TwinBackend
 from rackscale.certify.probes import ProbeRegistry
 from rackscale.cli import app
-from rackscale.cli.certify import step_certify
+from rackscale.cli.certify import _evidence_text, step_certify
 from rackscale.cli.demo import DemoContext
-from rackscale.faults import TwinHardware, demo_faults_path, load_faults
+from rackscale.faults import Fault, TwinHardware, demo_faults_path, faults_from, load_faults
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import Store
 
@@ -139,3 +139,16 @@ def test_allreduce_with_a_wrong_sum_is_an_error_not_a_figure() -> None:
     m = probe.run(Scope(groups=Groups.of([[0, 1, 2, 3], [4, 5, 6, 7]])))
     assert np.isfinite(m.values[0]) and np.isnan(m.values[1])
     assert list(m.errors) == [1] and "wrong sum" in m.errors[1]
+
+
+def test_sdc_evidence_counts_against_the_repeats_actually_run() -> None:
+    """With --repeats 4 an SDC in every repeat reads 4/4, not 4/8 (a hard-coded default)."""
+    topo = Topology.build(seed_fleet())
+    gpu = topo.gpu_ids[5]
+    ff = faults_from([Fault(target=gpu, kind="sdc")], topo)
+    run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=3)),
+                 LadderConfig(stages=(1,), repeats=4)).run()
+    (f,) = run.findings
+    assert (f.component, f.kind) == (gpu, "sdc")
+    assert f.evidence["repeats"] == 4
+    assert _evidence_text(f.evidence) == "wrong GEMM result in 4/4 repeats"

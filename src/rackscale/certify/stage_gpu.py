@@ -101,15 +101,15 @@ def run_stage_gpu(st: RunState) -> None:
             st.finding(gid, "gpu_dead", 1, flapping=err_n < st.config.repeats, confidence=0.99,
                        rel=0.0, hard_fails=err_n,
                        evidence={gemm.source: True, "error": gemm.errors.get(p, ""),
-                                 "repeats_errored": err_n})
+                                 "repeats_errored": err_n, "repeats": st.config.repeats})
             continue
         if sdc_n:
             failed[p] = True
             st.finding(gid, "sdc", 1, flapping=sdc_n < st.config.repeats, confidence=0.99,
                        rel=0.0, hard_fails=sdc_n,
-                       evidence={gemm.source: True, "check": "sum(C) == (1^T A)(B 1)",
-                                 "repeats_wrong": sdc_n, "tflops": round(float(
-                                     jg.median[p]), 1)})
+                       evidence={gemm.source: True, "check": "row sums: C 1 == A (B 1)",
+                                 "repeats_wrong": sdc_n, "repeats": st.config.repeats,
+                                 "tflops": round(float(jg.median[p]), 1)})
         if jg.failed[p]:
             failed[p] = True
             if not in_hot_rack:

@@ -73,7 +73,7 @@ def _evidence_text(ev: dict[str, Any]) -> str:
     if "error" in ev:
         return str(ev["error"])[:60]
     if "repeats_wrong" in ev:
-        return f"wrong GEMM result in {ev['repeats_wrong']}/{ev.get('repeats', 8)} repeats"
+        return f"wrong GEMM result in {ev['repeats_wrong']}/{ev['repeats']} repeats"
     if "of" in ev:
         sev = ev.get("estimated_severity")
         at = f" at {sev:.0%} of nominal" if isinstance(sev, float) and sev > 0 else ""
