@@ -55,6 +55,9 @@ def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) ->
     listed = runner.invoke(app, ["certify", "findings", "--db", db, "--json"])
     assert listed.exit_code == 0
     assert len(json.loads(listed.stdout)["findings"]) == 7
+    table = runner.invoke(app, ["certify", "findings", "--db", db], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "simulated on the digital twin" in table.output  # not just the backend's name
 
 
 def test_healthy_fleet_exits_0(tmp_path: Path) -> None:

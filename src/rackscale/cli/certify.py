@@ -99,9 +99,13 @@ def _columns(table: Table) -> None:
     table.add_column("conf", justify="right")
 
 
+def _source(backend: str | None) -> str:
+    """How a run's figures were obtained, in the words every certify table uses."""
+    return "simulated on the digital twin" if backend == "twin" else "measured"
+
+
 def print_findings(run: CertifyRun) -> None:
-    what = "simulated on the digital twin" if run.backend == "twin" else "measured"
-    table = Table(title=f"findings ({what}), run {run.run_id}")
+    table = Table(title=f"findings ({_source(run.backend)}), run {run.run_id}")
     _columns(table)
     for f in run.findings:
         kind = f"flapping ({f.evidence['of']})" if f.kind == "flapping" else f.kind
@@ -261,7 +265,7 @@ def findings(
     if as_json:
         emit_json({"run": chosen.payload, "findings": rows})
         return
-    table = Table(title=f"findings of run {rid} ({chosen.payload.get('backend')}, "
+    table = Table(title=f"findings of run {rid} ({_source(chosen.payload.get('backend'))}, "
                   f"{chosen.time:%Y-%m-%d %H:%M} UTC)")
     _columns(table)
     for f in rows:
