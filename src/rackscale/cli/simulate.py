@@ -69,7 +69,7 @@ def _config(job_gpus: int | None, fleet: FleetShape, **kw: Any) -> SimConfig:
 
 
 def _fleet(file: str | None, seed: str | None) -> FleetShape:
-    return FleetShape.from_spec(resolve_spec(file, seed or (None if file else "seed-504")))
+    return FleetShape.from_spec(resolve_spec(file, seed, default_seed="seed-504"))
 
 
 def _progress(disable: bool) -> Progress:
