@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rackscale.certify import PROBES, Groups, Ladder, LadderConfig, Scope, Timed, TwinBackend
-from rackscale.certify.probes import ProbeRegistry
+from rackscale.certify.probes import ProbeRegistry, UnknownProbe
 from rackscale.cli import app
 from rackscale.cli.certify import _evidence_text, step_certify
 from rackscale.cli.demo import DemoContext
@@ -83,6 +83,16 @@ def test_probe_on_twin_prints_simulated_figure() -> None:
     assert body["source"] == "simulated" and body["value"] > 1000
 
 
+def test_world_is_checked_only_for_the_collective() -> None:
+    res = runner.invoke(app, ["certify", "probe", "allreduce", "--backend", "twin", "--world",
+                              "1"])
+    assert res.exit_code == 2 and "--world must be >= 2" in res.output
+    res = runner.invoke(app, ["certify", "probe", "hbm", "--backend", "twin", "--world", "1",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["unit"] == "TB/s"
+
+
 def test_probe_that_raises_becomes_a_fail_finding() -> None:
     topo = Topology.build(seed_fleet())
 
@@ -108,7 +118,7 @@ def test_probe_that_raises_becomes_a_fail_finding() -> None:
 
 def test_registry_lists_valid_names_on_unknown_probe() -> None:
     topo = Topology.build(seed_fleet())
-    with pytest.raises(Exception, match="valid probes: gemm, hbm"):
+    with pytest.raises(UnknownProbe, match="valid probes: gemm, hbm"):
         PROBES.create("fft", TwinBackend(TwinHardware(topo)))
 
 

@@ -203,7 +203,7 @@ def probe(
     """Run one probe here and print the figure against this machine's achievable peak."""
     if name not in ("gemm", "hbm", "allreduce"):
         raise UserError(f"unknown probe {name!r}; valid probes: gemm, hbm, allreduce")
-    if world < 2:
+    if name == "allreduce" and world < 2:
         raise UserError("--world must be >= 2: a collective needs two ranks")
     if backend_name == "real":
         from rackscale.certify.torch_backend import TorchBackend
@@ -222,8 +222,8 @@ def probe(
     p = PROBES.create(probe_name, backend)
     if not p.detect():
         raise UserError(f"probe {probe_name} cannot run here: {backend.why_not(probe_name)}")
-    scope = Scope(gpus=np.asarray([0]), groups=Groups.of([list(range(world))]),
-                  size_bytes=size)
+    scope = Scope(gpus=np.asarray([0]), size_bytes=size,
+                  groups=Groups.of([list(range(world))]) if name == "allreduce" else None)
     m = p.run(scope)
     value = float(m.values[0])
     peak, peak_src = _achievable(name, backend, backend.gemm_n, backend.copy_bytes) \
