@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rackscale.certify import PROBES, Ladder, TwinBackend
-from rackscale.certify.probes import ProbeRegistry
+from rackscale.certify import PROBES, Groups, Ladder, LadderConfig, Scope, Timed, TwinBackend
+from rackscale.certify.probes import ProbeRegistry, UnknownProbe
 from rackscale.cli import app
-from rackscale.cli.certify import step_certify
+from rackscale.cli.certify import _evidence_text, step_certify
 from rackscale.cli.demo import DemoContext
-from rackscale.faults import TwinHardware, demo_faults_path, load_faults
+from rackscale.faults import Fault, TwinHardware, demo_faults_path, faults_from, load_faults
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import Store
 
@@ -55,6 +55,9 @@ def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) ->
     listed = runner.invoke(app, ["certify", "findings", "--db", db, "--json"])
     assert listed.exit_code == 0
     assert len(json.loads(listed.stdout)["findings"]) == 7
+    table = runner.invoke(app, ["certify", "findings", "--db", db], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "simulated on the digital twin" in table.output  # not just the backend's name
 
 
 def test_healthy_fleet_exits_0(tmp_path: Path) -> None:
@@ -78,6 +81,16 @@ def test_probe_on_twin_prints_simulated_figure() -> None:
     assert res.exit_code == 0, res.output
     body = json.loads(res.stdout)
     assert body["source"] == "simulated" and body["value"] > 1000
+
+
+def test_world_is_checked_only_for_the_collective() -> None:
+    res = runner.invoke(app, ["certify", "probe", "allreduce", "--backend", "twin", "--world",
+                              "1"])
+    assert res.exit_code == 2 and "--world must be >= 2" in res.output
+    res = runner.invoke(app, ["certify", "probe", "hbm", "--backend", "twin", "--world", "1",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["unit"] == "TB/s"
 
 
 def test_probe_that_raises_becomes_a_fail_finding() -> None:
@@ -105,7 +118,7 @@ def test_probe_that_raises_becomes_a_fail_finding() -> None:
 
 def test_registry_lists_valid_names_on_unknown_probe() -> None:
     topo = Topology.build(seed_fleet())
-    with pytest.raises(Exception, match="valid probes: gemm, hbm"):
+    with pytest.raises(UnknownProbe, match="valid probes: gemm, hbm"):
         PROBES.create("fft", TwinBackend(TwinHardware(topo)))
 
 
@@ -121,3 +134,34 @@ def test_demo_step_stores_events_and_summary(tmp_path: Path) -> None:
     assert ctx.store.count_events("certify.") == 1 + 7 + 7 * 18 + 7
     assert (tmp_path / "findings.jsonl").exists()
     assert np.isfinite(res["campaign_s"])
+
+
+def test_allreduce_with_a_wrong_sum_is_an_error_not_a_figure() -> None:
+    """The real backend checks each all-reduce's sum (result_ok); a fast but wrong collective
+    must fail its group, not pass on its bandwidth."""
+    topo = Topology.build(seed_fleet())
+
+    class WrongSum(TwinBackend):
+        def allreduce(self, groups, nbytes, nvlink, t):  # type: ignore[no-untyped-def]
+            timed = super().allreduce(groups, nbytes, nvlink, t)
+            ok = np.ones(len(groups), bool)
+            ok[1] = False
+            return Timed(timed.seconds, timed.errors, {"result_ok": ok})
+
+    probe = PROBES.create("nvlink_allreduce", WrongSum(TwinHardware(topo, seed=1)))
+    m = probe.run(Scope(groups=Groups.of([[0, 1, 2, 3], [4, 5, 6, 7]])))
+    assert np.isfinite(m.values[0]) and np.isnan(m.values[1])
+    assert list(m.errors) == [1] and "wrong sum" in m.errors[1]
+
+
+def test_sdc_evidence_counts_against_the_repeats_actually_run() -> None:
+    """With --repeats 4 an SDC in every repeat reads 4/4, not 4/8 (a hard-coded default)."""
+    topo = Topology.build(seed_fleet())
+    gpu = topo.gpu_ids[5]
+    ff = faults_from([Fault(target=gpu, kind="sdc")], topo)
+    run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=3)),
+                 LadderConfig(stages=(1,), repeats=4)).run()
+    (f,) = run.findings
+    assert (f.component, f.kind) == (gpu, "sdc")
+    assert f.evidence["repeats"] == 4
+    assert _evidence_text(f.evidence) == "wrong GEMM result in 4/4 repeats"

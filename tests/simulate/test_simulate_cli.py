@@ -115,10 +115,24 @@ def test_sweep_of_spare_domains_reports_optimum_and_young_daly(tmp_path):
     assert (tmp_path / "sweep-spare-domains.png").stat().st_size > 10_000
 
 
+def test_sweep_takes_the_options_run_takes(tmp_path):
+    """docs/simulate.md: sweep takes the same options as run; they reach every point."""
+    common = ["--days", "5", "--trials", "10", "--mfu", "0.5", "--straggler-slowdown", "2",
+              "--straggler-detect", "10", "--repair-scale", "2", "--rack-repair", "6", "--json"]
+    res = runner.invoke(app, ["simulate", "sweep", "--param", "ckpt-interval", "--values",
+                              "30", "--out", str(tmp_path), *common])
+    assert res.exit_code == 0, res.output
+    point = json.loads(res.stdout)["points"][0]
+    single = json.loads(runner.invoke(app, ["simulate", "run", *common]).stdout)
+    assert point["goodput"]["program"] <= 0.5
+    assert point["ettr"] == single["ettr"] and point["goodput"] == single["goodput"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--param", "colour", "--values", "1"], "valid: ckpt-interval, spare-domains"),
     (["--param", "spare-domains", "--values", "1.5"], "whole numbers"),
-    (["--param", "ckpt-interval", "--values", "10,-5"], "ckpt_interval_min"),
+    (["--param", "ckpt-interval", "--values", "10,-5"],
+     "ckpt-interval-min: Input should be greater than 0 (got -5.0)"),
     (["--values", "ten"], "numbers separated by commas"),
 ])
 def test_bad_sweep_input_exits_2(tmp_path, args, message):

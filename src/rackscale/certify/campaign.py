@@ -9,7 +9,7 @@ Tests of one batch run in parallel on disjoint parts; batches run one after anot
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,12 +59,8 @@ class Campaign:
         errors: dict[int, str] = {}
         unit, source = "", "simulated"
         for i in range(self.repeats):
-            s = Scope(gpus=scope.gpus, groups=scope.groups, racks=scope.racks,
-                      domains=scope.domains, nvlink=scope.nvlink, size_bytes=scope.size_bytes,
-                      gemm_n=scope.gemm_n, copy_bytes=scope.copy_bytes,
-                      t=self.now + i * spacing)
             try:
-                m = probe.run(s)
+                m = probe.run(replace(scope, t=self.now + i * spacing))
             except Exception as err:  # a probe that raises is a FAIL finding, never a skip
                 raise ProbeFailed(probe.name, err) from err
             vals = np.asarray(m.values, dtype=float)

@@ -48,13 +48,13 @@ class Groups:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scope:
     """What one probe run covers. Per-GPU probes read `gpus`, collectives `groups`,
-    telemetry `racks`, NVLink plane checks `domains`; `t` is the (simulated) time in s."""
+    telemetry `racks`, NVLink plane checks `domains`; `t` is the (simulated) time in s.
+    NVLink on or off is the probe's (nvlink_allreduce / scaleout_allreduce), not the scope's."""
 
     gpus: np.ndarray | None = None
     groups: Groups | None = None
     racks: np.ndarray | None = None
     domains: np.ndarray | None = None
-    nvlink: bool = True
     size_bytes: int = 1 << 30
     gemm_n: int | None = None  # default: the backend's
     copy_bytes: int | None = None

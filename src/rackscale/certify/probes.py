@@ -135,7 +135,13 @@ class _AllReduceProbe(_BaseProbe):
         with np.errstate(divide="ignore", invalid="ignore"):
             algbw = scope.size_bytes / timed.seconds / 1e9
         busbw = algbw * 2.0 * (k - 1.0) / k  # nccl-tests all-reduce bus bandwidth
-        return self._measurement(busbw, scope, timed.errors, {"algbw": algbw, **timed.extra})
+        # A collective that returns a wrong sum is broken however fast it ran: an error, so
+        # the group fails (the real backend checks the sum; the twin reports no result_ok).
+        errors = dict(timed.errors)
+        result_ok = np.asarray(timed.extra.get("result_ok", np.ones(len(k), bool)), bool)
+        for pos in np.flatnonzero(~result_ok):
+            errors.setdefault(int(pos), "all-reduce returned a wrong sum (result check)")
+        return self._measurement(busbw, scope, errors, {"algbw": algbw, **timed.extra})
 
 
 @PROBES.register("nvlink_allreduce")

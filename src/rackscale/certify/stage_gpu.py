@@ -11,7 +11,14 @@ import numpy as np
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState
-from rackscale.certify.verdict import THRESHOLDS, Baseline, fleet_baseline, judge, repeat_median
+from rackscale.certify.verdict import (
+    THRESHOLDS,
+    WARN,
+    Baseline,
+    fleet_baseline,
+    judge,
+    repeat_median,
+)
 
 CLOCK_THROTTLED = 0.97  # rack median clock below this fraction of nominal = throttled
 SHELF_DOWN_REL = 0.5  # a shelf delivering under half its peers' power is down
@@ -41,7 +48,7 @@ def run_stage_gpu(st: RunState) -> None:
     jh = judge(hbm.samples, hbm.error_mask, hbm.errors,
                fleet_baseline(repeat_median(hbm.samples, hbm.error_mask), keys),
                THRESHOLDS["hbm"], spec_value=bw)
-    st.warns += int(((jg.verdict == 1) & ~jg.failed).sum() + (jh.verdict == 1).sum())
+    st.warns += int((jg.verdict == WARN).sum() + (jh.verdict == WARN).sum())
 
     # Rack cooling: flow against need (spec reference 1.0), and throttled clocks.
     jt = judge(thermal.samples, thermal.error_mask, thermal.errors,
@@ -101,15 +108,15 @@ def run_stage_gpu(st: RunState) -> None:
             st.finding(gid, "gpu_dead", 1, flapping=err_n < st.config.repeats, confidence=0.99,
                        rel=0.0, hard_fails=err_n,
                        evidence={gemm.source: True, "error": gemm.errors.get(p, ""),
-                                 "repeats_errored": err_n})
+                                 "repeats_errored": err_n, "repeats": st.config.repeats})
             continue
         if sdc_n:
             failed[p] = True
             st.finding(gid, "sdc", 1, flapping=sdc_n < st.config.repeats, confidence=0.99,
                        rel=0.0, hard_fails=sdc_n,
-                       evidence={gemm.source: True, "check": "sum(C) == (1^T A)(B 1)",
-                                 "repeats_wrong": sdc_n, "tflops": round(float(
-                                     jg.median[p]), 1)})
+                       evidence={gemm.source: True, "check": "row sums: C 1 == A (B 1)",
+                                 "repeats_wrong": sdc_n, "repeats": st.config.repeats,
+                                 "tflops": round(float(jg.median[p]), 1)})
         if jg.failed[p]:
             failed[p] = True
             if not in_hot_rack:

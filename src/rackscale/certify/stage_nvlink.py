@@ -79,10 +79,9 @@ def run_stage_tray(st: RunState) -> None:
     if not groups:
         return
     st.note(2, f"NVLink all-reduce on {len(groups)} trays")
-    keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
     spec = _nvlink_spec(st, groups)
     try:
-        j, _s = st.judge_groups("nvlink_allreduce", groups, keys=keys, spec_ref=spec,
+        j, _s = st.judge_groups("nvlink_allreduce", groups, spec_ref=spec,
                                 learn=True)
         dom = np.asarray([topo.gpu_domain[g[0]] for g in groups])
         suspects = []
@@ -123,10 +122,9 @@ def run_stage_domain(st: RunState) -> None:
     for g in groups:
         st.ran[3][g] = True
     st.note(3, f"NVLink all-reduce on {len(groups)} domains")
-    keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
     spec = _nvlink_spec(st, groups)
     try:
-        j, s = st.judge_groups("nvlink_allreduce", groups, keys=keys, spec_ref=spec,
+        j, s = st.judge_groups("nvlink_allreduce", groups, spec_ref=spec,
                                learn=True)
         failing = [(groups[i], st.outcome(j, int(i), s), None) for i in np.flatnonzero(j.failed)]
         leftover = _localize_members(st, failing, 3)

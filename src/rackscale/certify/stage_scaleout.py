@@ -37,10 +37,9 @@ def run_stage_multirack(st: RunState) -> None:
         st.ran[4][g] = True
     st.ok[np.setdiff1d(gpus, np.concatenate(groups))] = False
     st.note(4, f"NVLink-off all-reduce on {len(groups)} leaf rings")
-    keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
     failed_gpus: list[np.ndarray] = []
     try:
-        j, s = st.judge_groups("scaleout_allreduce", groups, keys=keys,
+        j, s = st.judge_groups("scaleout_allreduce", groups,
                                spec_ref=_nic_spec(st, groups), learn=True)
         bad = np.flatnonzero(j.failed)
         on_rel: dict[int, float] = {}
@@ -48,7 +47,7 @@ def run_stage_multirack(st: RunState) -> None:
             # The same rings with NVLink on, against what a hierarchical all-reduce of healthy
             # parts would give: NVLink on hides much of a scale-out fault, NVLink off shows it.
             sub = [groups[i] for i in bad]
-            j_on, _ = st.judge_groups("nvlink_allreduce", sub, keys=keys[bad], spec_ref=None,
+            j_on, _ = st.judge_groups("nvlink_allreduce", sub, spec_ref=None,
                                       learn=False)
             for p, i in enumerate(bad):
                 expected = _hier_expected(st, sub[p])
@@ -124,8 +123,7 @@ def _spine_rings(st: RunState) -> None:
     if not groups:
         return
     st.note(4, f"NVLink-off rings through the spines: {len(groups)}")
-    keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
-    j, _ = st.judge_groups("scaleout_allreduce", groups, keys=keys, spec_ref=None, learn=False)
+    j, _ = st.judge_groups("scaleout_allreduce", groups, spec_ref=None, learn=False)
     for i in np.flatnonzero(j.verdict == FAIL):
         g = groups[i]
         st.findings.append(Finding(
@@ -147,10 +145,9 @@ def _nvlink_on(st: RunState) -> None:
     if not groups or "nvlink_allreduce" not in st.refs:
         return
     st.note(4, f"NVLink-on multi-rack all-reduce on {len(groups)} groups")
-    keys = np.asarray([st.sku_idx[g[0]] for g in groups], dtype=np.int64)
-    so = np.asarray([st.refs["scaleout_allreduce"][int(k)][0] for k in keys])
+    so = np.asarray([st.refs["scaleout_allreduce"][int(k)][0] for k in st.group_keys(groups)])
     expected = np.asarray([_hier_expected(st, g) for g in groups])
-    j, _ = st.judge_groups("nvlink_allreduce", groups, keys=keys, spec_ref=None, learn=False)
+    j, _ = st.judge_groups("nvlink_allreduce", groups, spec_ref=None, learn=False)
     for i, g in enumerate(groups):
         got = float(np.nan_to_num(j.median[i]))
         off = float(so[i])

@@ -140,13 +140,18 @@ class RunState:
                      hard_fails=o.hard_fails)
 
     # ------------------------------------------------------------------ group tests
-    def judge_groups(self, probe: str, groups: list[np.ndarray], *, keys: np.ndarray,
+    def group_keys(self, groups: list[np.ndarray]) -> np.ndarray:
+        """Baseline key (SKU index) of each group: its first GPU's (groups hold one SKU)."""
+        return np.asarray([self.sku_idx[g[0]] for g in groups], dtype=np.int64)
+
+    def judge_groups(self, probe: str, groups: list[np.ndarray], *,
                      spec_ref: np.ndarray | None, learn: bool,
                      ) -> tuple[Judgement, Sampled]:
-        """Test each group once (with repeats) and judge it. `learn` sets the probe's
-        reference per key from these results (top-level tests); otherwise the stored one."""
-        nvlink = probe != "scaleout_allreduce"
-        s = self.sample(probe, Scope(groups=Groups.of(groups), nvlink=nvlink,
+        """Test each group once (with repeats) and judge it against its SKU's reference.
+        `learn` sets the probe's reference per SKU from these results (top-level tests);
+        otherwise the stored one."""
+        keys = self.group_keys(groups)
+        s = self.sample(probe, Scope(groups=Groups.of(groups),
                                      size_bytes=self.config.message_bytes), len(groups))
         med = repeat_median(s.samples, s.error_mask)
         if learn:
@@ -164,8 +169,7 @@ class RunState:
 
     def tester(self, probe: str) -> Tester:
         def test(groups: list[np.ndarray]) -> list[Outcome]:
-            keys = np.asarray([self.sku_idx[g[0]] for g in groups], dtype=np.int64)
-            j, s = self.judge_groups(probe, groups, keys=keys, spec_ref=None, learn=False)
+            j, s = self.judge_groups(probe, groups, spec_ref=None, learn=False)
             return [self.outcome(j, i, s) for i in range(len(groups))]
         return test
 

@@ -73,7 +73,7 @@ def _evidence_text(ev: dict[str, Any]) -> str:
     if "error" in ev:
         return str(ev["error"])[:60]
     if "repeats_wrong" in ev:
-        return f"wrong GEMM result in {ev['repeats_wrong']}/{ev.get('repeats', 8)} repeats"
+        return f"wrong GEMM result in {ev['repeats_wrong']}/{ev['repeats']} repeats"
     if "of" in ev:
         sev = ev.get("estimated_severity")
         at = f" at {sev:.0%} of nominal" if isinstance(sev, float) and sev > 0 else ""
@@ -99,9 +99,13 @@ def _columns(table: Table) -> None:
     table.add_column("conf", justify="right")
 
 
+def _source(backend: str | None) -> str:
+    """How a run's figures were obtained, in the words every certify table uses."""
+    return "simulated on the digital twin" if backend == "twin" else "measured"
+
+
 def print_findings(run: CertifyRun) -> None:
-    what = "simulated on the digital twin" if run.backend == "twin" else "measured"
-    table = Table(title=f"findings ({what}), run {run.run_id}")
+    table = Table(title=f"findings ({_source(run.backend)}), run {run.run_id}")
     _columns(table)
     for f in run.findings:
         kind = f"flapping ({f.evidence['of']})" if f.kind == "flapping" else f.kind
@@ -199,7 +203,7 @@ def probe(
     """Run one probe here and print the figure against this machine's achievable peak."""
     if name not in ("gemm", "hbm", "allreduce"):
         raise UserError(f"unknown probe {name!r}; valid probes: gemm, hbm, allreduce")
-    if world < 2:
+    if name == "allreduce" and world < 2:
         raise UserError("--world must be >= 2: a collective needs two ranks")
     if backend_name == "real":
         from rackscale.certify.torch_backend import TorchBackend
@@ -218,8 +222,8 @@ def probe(
     p = PROBES.create(probe_name, backend)
     if not p.detect():
         raise UserError(f"probe {probe_name} cannot run here: {backend.why_not(probe_name)}")
-    scope = Scope(gpus=np.asarray([0]), groups=Groups.of([list(range(world))]),
-                  size_bytes=size)
+    scope = Scope(gpus=np.asarray([0]), size_bytes=size,
+                  groups=Groups.of([list(range(world))]) if name == "allreduce" else None)
     m = p.run(scope)
     value = float(m.values[0])
     peak, peak_src = _achievable(name, backend, backend.gemm_n, backend.copy_bytes) \
@@ -261,7 +265,7 @@ def findings(
     if as_json:
         emit_json({"run": chosen.payload, "findings": rows})
         return
-    table = Table(title=f"findings of run {rid} ({chosen.payload.get('backend')}, "
+    table = Table(title=f"findings of run {rid} ({_source(chosen.payload.get('backend'))}, "
                   f"{chosen.time:%Y-%m-%d %H:%M} UTC)")
     _columns(table)
     for f in rows:

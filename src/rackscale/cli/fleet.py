@@ -18,10 +18,13 @@ SeedOption = typer.Option(None, "--seed", help="Use a built-in fleet instead of 
                           "(seed-504: 7 vr-nvl72 racks in two regions).")
 
 
-def resolve_spec(file: str | None, seed: str | None) -> FleetSpec:
-    """The spec named by a FILE argument or --seed NAME (exactly one of them)."""
+def resolve_spec(file: str | None, seed: str | None, *,
+                 default_seed: str | None = None) -> FleetSpec:
+    """The spec named by a FILE argument or --seed NAME (exactly one of them); with neither,
+    the built-in `default_seed` when the command has one."""
     if file and seed:
         raise UserError("give a fleet FILE or --seed NAME, not both")
+    seed = seed or (None if file else default_seed)
     if seed:
         return seed_fleet(seed)
     if file:
@@ -113,7 +116,7 @@ def path(
     as_json: bool = JsonOption,
 ) -> None:
     """The route between two GPUs: NVLink inside a domain, else nic-leaf-spine-leaf-nic."""
-    topo = Topology.build(resolve_spec(file, seed or (None if file else "seed-504")))
+    topo = Topology.build(resolve_spec(file, seed, default_seed="seed-504"))
     p = topo.path(a, b)
     if as_json:
         emit_json({"a": p.a, "b": p.b, "fabric": p.fabric, "hops": [list(h) for h in p.hops]})
@@ -129,7 +132,7 @@ def affects(
     as_json: bool = JsonOption,
 ) -> None:
     """The GPUs a fault of COMPONENT touches (its blast radius)."""
-    topo = Topology.build(resolve_spec(file, seed or (None if file else "seed-504")))
+    topo = Topology.build(resolve_spec(file, seed, default_seed="seed-504"))
     gpus = topo.affected_gpu_ids(component)
     if as_json:
         emit_json({"component": component, "gpus": gpus, "count": len(gpus)})

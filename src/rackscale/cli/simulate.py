@@ -69,7 +69,7 @@ def _config(job_gpus: int | None, fleet: FleetShape, **kw: Any) -> SimConfig:
 
 
 def _fleet(file: str | None, seed: str | None) -> FleetShape:
-    return FleetShape.from_spec(resolve_spec(file, seed or (None if file else "seed-504")))
+    return FleetShape.from_spec(resolve_spec(file, seed, default_seed="seed-504"))
 
 
 def _progress(disable: bool) -> Progress:
@@ -160,7 +160,10 @@ def sweep_cmd(
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
-    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt, rate_scale: float = ScaleOpt,
+    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt,
+    straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
+    rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
+    rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
     as_json: bool = JsonOption,
 ) -> None:
     """Sweep one policy; report the optimum found beside the Young/Daly interval."""
@@ -173,7 +176,9 @@ def sweep_cmd(
                   failure_model=failure_model, ckpt_interval_min=ckpt_interval,
                   ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
                   spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
-                  straggler_ratio=straggler_ratio, rate_scale=rate_scale)
+                  straggler_ratio=straggler_ratio, straggler_slowdown=straggler_slowdown,
+                  straggler_detect_min=straggler_detect, rate_scale=rate_scale,
+                  repair_scale=repair_scale, rack_repair_h=rack_repair, mfu=mfu)
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
         result = sweep(cfg, fleet, param, vals,

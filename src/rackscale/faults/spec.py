@@ -99,18 +99,18 @@ def _check_topology(ff: FaultsFile, topo: Topology, src: YamlSource | None) -> N
         seen[key] = i
 
 
-def parse_faults(text: str, topo: Topology, filename: str = "<faults>") -> FaultsFile:
-    src = load_yaml(text, filename)
+def _checked(src: YamlSource, topo: Topology) -> FaultsFile:
     ff = validate(FaultsFile, src)
     _check_topology(ff, topo, src)
     return ff
+
+
+def parse_faults(text: str, topo: Topology, filename: str = "<faults>") -> FaultsFile:
+    return _checked(load_yaml(text, filename), topo)
 
 
 def load_faults(path: str, topo: Topology) -> FaultsFile:
-    src = read_yaml(path)
-    ff = validate(FaultsFile, src)
-    _check_topology(ff, topo, src)
-    return ff
+    return _checked(read_yaml(path), topo)
 
 
 def faults_from(faults: list[Fault], topo: Topology) -> FaultsFile:

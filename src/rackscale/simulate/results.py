@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from rackscale.simulate.config import FleetShape, Plan, SimConfig, SimulateError, plan
+from rackscale.simulate.config import (
+    FleetShape,
+    Plan,
+    SimConfig,
+    SimulateError,
+    make_config,
+    plan,
+)
 from rackscale.simulate.engine import Tallies, simulate
 
 SIMULATED = "simulated (discrete-event model with published failure rates; not measured)"
@@ -141,11 +148,7 @@ def sweep(config: SimConfig, fleet: FleetShape, param: str, values: list[float],
         if field != "ckpt_interval_min" and float(v) != int(v):
             raise SimulateError(f"{param} takes whole numbers; got {v}")
         value = float(v) if field == "ckpt_interval_min" else int(v)
-        try:
-            cfg = SimConfig(**(config.model_dump() | {field: value}))
-        except ValueError as err:
-            raise SimulateError(f"{param}={v}: {err}") from None
-        configs.append(cfg)
+        configs.append(make_config(**(config.model_dump() | {field: value})))
     plans = [plan(cfg, fleet) for cfg in configs]  # every bad value fails before any run
     points = []
     for n, (v, p) in enumerate(zip(values, plans, strict=True)):
