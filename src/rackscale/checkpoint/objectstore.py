@@ -60,6 +60,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_dirs(path: Path, root: Path) -> None:
+    """fsync `path` and every directory above it up to `root`: a rename or a new directory is
+    durable only once the directory holding its entry is synced."""
+    path, root = Path(path), Path(root)
+    while True:
+        _fsync_dir(path)
+        if path == root or root not in path.parents:
+            return
+        path = path.parent
+
+
 def write_durable(path: Path, data: bytes | memoryview, *, sync: bool = True) -> None:
     """Write through a temporary name and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)

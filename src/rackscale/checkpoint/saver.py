@@ -23,7 +23,7 @@ from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.hashing import chunk_hashes, combine
 from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advance, ckpt_id_for
-from rackscale.checkpoint.objectstore import ObjectStore, write_durable
+from rackscale.checkpoint.objectstore import ObjectStore, fsync_dirs, write_durable
 from rackscale.checkpoint.staging import StagedItem, StagingPool
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, _noop, commit_manifest
@@ -191,6 +191,11 @@ class CheckpointManager:
             self._catalog(report, seq, save_uuid)
             entries = self._persist(report.id, items) if items is not None else \
                 self._hash_files(report.id, names or [])
+            if self.cfg.fsync:
+                # The renames above (and the new checkpoint directories) must be on disk before
+                # the manifest that makes them count: otherwise a power loss can leave a
+                # committed local manifest naming files that are gone.
+                fsync_dirs(self.local_data_dir(report.id), self.tiers.local.root)
             algo = self.cfg.hash_algo
             manifest = Manifest(id=report.id, step=report.step, save_uuid=save_uuid, algo=algo,
                                 chunk_size=self.cfg.chunk_size, items=entries,
