@@ -44,3 +44,20 @@ def test_data_directory_is_synced_before_the_local_manifest(
     synced = {p for kind, p in before if kind == "fsync-dir"}
     assert data_dir in synced
     assert str(Path(data_dir).parent.parent) in synced  # the new <prefix>/<id> entry
+
+
+def test_close_stops_the_threads_even_when_the_last_save_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A background failure is raised by close(), not swallowed, and the pools still stop."""
+    mgr = CheckpointManager(default_config(tmp_path))
+
+    def broken(*_a: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(mgr, "_persist", broken)
+    mgr.save(1, {"w": b"x" * 100})
+    with pytest.raises(OSError, match="disk full"):
+        mgr.close()
+    for pool in (mgr._worker, mgr._parts, mgr._tierpool):
+        with pytest.raises(RuntimeError, match="shutdown"):
+            pool.submit(print)

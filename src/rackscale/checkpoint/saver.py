@@ -83,10 +83,14 @@ class CheckpointManager:
         self._inflight: SaveHandle | None = None
 
     def close(self) -> None:
-        if self._inflight is not None:
-            self._inflight.wait()
-        for pool in (self._worker, self._tierpool, self._parts):
-            pool.shutdown(wait=True)
+        """Wait for the last save, then stop the threads; a failed save still raises here,
+        but only after the pools are shut down (they would otherwise leak per manager)."""
+        try:
+            if self._inflight is not None:
+                self._inflight.wait()
+        finally:
+            for pool in (self._worker, self._tierpool, self._parts):
+                pool.shutdown(wait=True)
 
     def __enter__(self) -> CheckpointManager:
         return self
