@@ -35,6 +35,7 @@ def test_cli_on_the_directory_default(tmp_path: Path, monkeypatch) -> None:
     assert rows[0]["rpo_s"] > 0
     r = runner.invoke(app, ["checkpoint", "show", "latest"])
     assert r.exit_code == 0 and "step-00000003" in r.output and "replicated" in r.output
+    assert "(measured)" in r.output  # every figure says whether it is real or simulated
     r = runner.invoke(app, ["checkpoint", "restore", "step-00000002", "--json",
                             "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output

@@ -105,6 +105,7 @@ def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOp
         emit_json(out)
         return
     console.print(f"[bold]{m.id}[/] step {m.step}  {m.algo}:{m.hash}  (manifest from {src})")
+    console.print("  state times: wall clock of the saver (measured), + seconds since staged")
     for state, t in out["states"].items():
         console.print(f"  {state:<11} {_fmt_t(t)}  (+{t - out['states']['staged']:.3f} s)")
     console.print("  tiers: " + ", ".join(f"{k}={v}" for k, v in out["tiers"].items()))
