@@ -257,7 +257,7 @@ def run(
                           f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
                           f"{len(rep.waiting)} racks waiting")
             for rid, err in rep.errors.items():
-                err_console.print(f"[red]driver error[/] {rid}: {err}")
+                err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
 
     ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
             period_s=0.0 if once else period, on_pass=show)

@@ -36,7 +36,7 @@ from rackscale.lifecycle.interlocks import (
     flow_ok,
     leak_tier,
 )
-from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow
+from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.passes import PassReport, Tx
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, node_name
 from rackscale.lifecycle.states import (
@@ -139,7 +139,10 @@ class Controller:
                 with ExitStack() as stack:
                     tx = Tx(self.store, stack)
                     self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
-            except DriverError as err:
+            except (DriverError, StaleState) as err:
+                # StaleState: an operator (`lifecycle advance/drain`) moved a row of this rack
+                # after this pass read it; the rack's writes roll back and the next pass
+                # starts from the new state instead of the whole controller stopping.
                 rep.errors[rid] = str(err)
         if self.slurm is not None:
             self._slurm(self.slurm, rows, rep)
