@@ -89,3 +89,31 @@ def test_good_path_and_history(env: tuple[str, str]) -> None:
     res = runner.invoke(app, ["lifecycle", "drain", "us-west/r01/c02", "--reason", "xid 79",
                               "--db", db])
     assert res.exit_code == 0 and "triage" in res.output
+
+
+def test_power_on_that_cannot_finish_leaves_no_goal_behind(tmp_path: Path) -> None:
+    """`advance --to powered` refused by the region budget exits 2, restores the rack's goal
+    and leaves its shelves off, so a later `lifecycle run` does not power it up unasked."""
+    from conftest import small_spec
+    from rackscale.fleet import Topology
+    from rackscale.lifecycle import state_of
+    from rackscale.store import load_topology
+
+    db, plant = f"sqlite:///{tmp_path / 'b.db'}", str(tmp_path / "plant.json")
+    load_topology(Store(db), Topology.build(small_spec(budget_kw=200.0)))  # one rack fits
+    assert runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant",
+                               plant]).exit_code == 0
+    for rid in ("a/r01", "a/r02"):
+        for to in ("cabled", "cooling_verified", "powered"):
+            res = runner.invoke(app, ["lifecycle", "advance", rid, "--to", to, "--reason",
+                                      "bring-up", "--db", db, "--plant", plant])
+            if rid == "a/r01" or to != "powered":
+                assert res.exit_code == 0, res.output
+    assert res.exit_code == 2 and "power budget" in res.output, res.output
+    row = state_of(Store(db), "a/r02")
+    assert row.state == "cooling_verified" and row.goal is None
+    assert not any(v for k, v in SimPlant.load(Path(plant)).power.items()
+                   if k.startswith("a/r02/"))
+    res = runner.invoke(app, ["lifecycle", "run", "--passes", "3", "--period", "0", "--db", db,
+                              "--plant", plant])
+    assert res.exit_code == 0 and state_of(Store(db), "a/r02").state == "cooling_verified"

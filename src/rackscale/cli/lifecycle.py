@@ -168,11 +168,17 @@ def advance(
         check(RACK, cid, row.state, target)  # refuse before anything is switched
         set_goal(store, [cid], RackState.POWERED.value)
         for _ in range(4 * len(ctl.targets[cid][0]) + 4):
-            ctl.reconcile()
+            why_not = ctl.reconcile().waiting.get(cid)
             if state_of(store, cid).state == RackState.POWERED:
                 break
         else:
-            raise UserError(f"{cid} did not reach powered: {ctl.reconcile().waiting.get(cid)}")
+            # An error changes nothing: put the goal back (else a later `lifecycle run` would
+            # power the rack up behind the operator's back) and let one pass switch off any
+            # shelf this attempt turned on.
+            set_goal(store, [cid], row.goal)
+            ctl.reconcile()
+            raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
+                            f"{row.goal or 'none'} and it stays {row.state}")
         result = {"component": cid, "from": row.state, "to": "powered"}
     else:
         t = transition(store, cid, target, actor="operator", reason=reason)
