@@ -206,3 +206,21 @@ def test_operator_move_during_a_pass_rolls_back_that_rack_only(rig: Rig) -> None
     assert tos == ["received", "cabled"]  # the operator's move only; the pass rolled back
     rig.ctl.run(until_idle=True, max_passes=200)
     assert state_of(rig.store, "b/r01").state == "burn_in"
+
+
+def test_slurm_errors_are_clear_and_do_not_stop_the_controller(rig: Rig, tmp_path) -> None:
+    """A missing slurm.conf is refused at once (scontrol would retry it for 60 s); a hung
+    scontrol becomes a SlurmError, not a traceback; a failing Slurm leaves the racks going."""
+    from rackscale.lifecycle import ScontrolSlurm
+    from rackscale.lifecycle.slurm import SlurmError
+
+    with pytest.raises(SlurmError, match=r"--slurm-conf .*no such file"):
+        ScontrolSlurm(conf=str(tmp_path / "missing.conf"))
+    with pytest.raises(SlurmError, match="did not answer in 1 s"):
+        ScontrolSlurm(scontrol="sleep", timeout_s=1.0)._run("30")
+    broken = tmp_path / "slurm.conf"
+    broken.write_text("")  # scontrol: "ClusterName needs to be specified"
+    rig.ctl.slurm = ScontrolSlurm(conf=str(broken))
+    set_goal(rig.store, list(rig.ctl.targets), "burn_in")
+    rep = rig.ctl.reconcile()
+    assert "scontrol" in rep.errors["slurm"] and rep.transitions > 0

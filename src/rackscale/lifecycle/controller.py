@@ -38,7 +38,7 @@ from rackscale.lifecycle.interlocks import (
 )
 from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.passes import PassReport, Tx
-from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, node_name
+from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
     ONBOARDING_PATH,
@@ -145,7 +145,10 @@ class Controller:
                 # starts from the new state instead of the whole controller stopping.
                 rep.errors[rid] = str(err)
         if self.slurm is not None:
-            self._slurm(self.slurm, rows, rep)
+            try:
+                self._slurm(self.slurm, rows, rep)
+            except SlurmError as err:  # slurmctld down: the racks go on, Slurm next pass
+                rep.errors["slurm"] = str(err)
         return rep
 
     def run(self, *, max_passes: int | None = None, until_idle: bool = False,
