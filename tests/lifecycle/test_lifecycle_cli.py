@@ -117,3 +117,24 @@ def test_power_on_that_cannot_finish_leaves_no_goal_behind(tmp_path: Path) -> No
     res = runner.invoke(app, ["lifecycle", "run", "--passes", "3", "--period", "0", "--db", db,
                               "--plant", plant])
     assert res.exit_code == 0 and state_of(Store(db), "a/r02").state == "cooling_verified"
+
+
+def test_run_moves_new_certify_findings_into_triage(env: tuple[str, str]) -> None:
+    """Outside the demo too: a finding certify records reaches triage on the next
+    `lifecycle run`, once (the cursor), and is not applied again."""
+    from rackscale.lifecycle import state_of
+
+    db, plant = env
+    store = Store(db)
+    store.append_event("us-east/r01/c03/gpu1", "certify.finding", {
+        "component": "us-east/r01/c03/gpu1", "kind": "slow_gpu", "stage": 1,
+        "evidence": {"simulated": True}, "confidence": 0.9, "run_id": "r1",
+        "backend": "twin", "verdict": "fail"}, actor="certify")
+    res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
+    assert res.exit_code == 0, res.output
+    assert "triage: 1 new certify findings -> 1 trays to triage" in res.output
+    assert state_of(store, "us-east/r01/c03").state == "triage"
+    n = store.count_events()
+    res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
+    assert res.exit_code == 0 and "certify findings" not in res.output
+    assert store.count_events() == n

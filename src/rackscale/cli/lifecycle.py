@@ -255,6 +255,16 @@ def run(
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
                       f"twin seed {twin_seed}")
 
+    def triage() -> None:
+        """Certification findings recorded since the last look move their parts to triage
+        (the cursor makes a quiet look one query), so the next pass drains them."""
+        tri = apply_findings(store, ctl.topo)
+        if tri.findings and not as_json:
+            console.print(f"triage: {tri.findings} new certify findings -> "
+                          f"{len(tri.trays_triaged)} trays to triage, "
+                          f"{len(tri.racks_rack_level)} racks rack-level, "
+                          f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted")
+
     def show(rep: PassReport) -> None:
         if as_json:
             emit_json(rep.as_dict())
@@ -264,7 +274,9 @@ def run(
                           f"{len(rep.waiting)} racks waiting")
             for rid, err in rep.errors.items():
                 err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
+        triage()
 
+    triage()
     ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
             period_s=0.0 if once else period, on_pass=show)
 
