@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -248,14 +246,3 @@ class LocalDirStore:
                         out.append((key, d.name))
         return out
 
-
-StoreFactory = Callable[..., ObjectStore]
-
-
-def read_json(store: ObjectStore, key: str) -> dict | None:
-    if store.head(key) is None:
-        return None
-    try:
-        return json.loads(store.get(key))
-    except ObjectMissing:
-        return None

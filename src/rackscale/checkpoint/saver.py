@@ -302,9 +302,3 @@ class CheckpointManager:
                 out.append(report)
         return out
 
-
-def wait_all(handles: list[SaveHandle], timeout: float | None = None) -> list[SaveReport]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    return [h.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            for h in handles]
-
