@@ -35,6 +35,7 @@ def test_cli_on_the_directory_default(tmp_path: Path, monkeypatch) -> None:
     assert rows[0]["rpo_s"] > 0
     r = runner.invoke(app, ["checkpoint", "show", "latest"])
     assert r.exit_code == 0 and "step-00000003" in r.output and "replicated" in r.output
+    assert "(measured)" in r.output  # every figure says whether it is real or simulated
     r = runner.invoke(app, ["checkpoint", "restore", "step-00000002", "--json",
                             "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
@@ -70,3 +71,26 @@ def test_cli_with_a_seaweedfs_config_and_bad_input(tmp_path: Path, regions: tupl
     assert r.exit_code == 2 and "part_size" in r.output
     r = runner.invoke(app, ["checkpoint", "ls", "--config", str(tmp_path / "nope.yaml")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_restore_out_keeps_the_lease_while_copying(tmp_path: Path, monkeypatch) -> None:
+    """gc running while `restore --out` copies the files must skip that checkpoint."""
+    import rackscale.cli.checkpoint as cli_ckpt
+    from rackscale.checkpoint import gc
+
+    monkeypatch.chdir(tmp_path)
+    cfg = default_config("rackscale-data")
+    _save_three(cfg)
+    seen = {}
+    real_copytree = cli_ckpt.shutil.copytree
+
+    def copytree(src, dst, **kw):
+        seen["gc"] = gc(Tiers(cfg))  # another process's gc, mid-copy
+        return real_copytree(src, dst, **kw)
+
+    monkeypatch.setattr(cli_ckpt.shutil, "copytree", copytree)
+    r = runner.invoke(app, ["checkpoint", "restore", "step-00000001", "--out",
+                            str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "local:step-00000001" in seen["gc"].skipped_leased
+    assert (tmp_path / "out" / "w").stat().st_size == 300_000 * 4

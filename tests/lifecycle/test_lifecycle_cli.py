@@ -89,3 +89,52 @@ def test_good_path_and_history(env: tuple[str, str]) -> None:
     res = runner.invoke(app, ["lifecycle", "drain", "us-west/r01/c02", "--reason", "xid 79",
                               "--db", db])
     assert res.exit_code == 0 and "triage" in res.output
+
+
+def test_power_on_that_cannot_finish_leaves_no_goal_behind(tmp_path: Path) -> None:
+    """`advance --to powered` refused by the region budget exits 2, restores the rack's goal
+    and leaves its shelves off, so a later `lifecycle run` does not power it up unasked."""
+    from conftest import small_spec
+    from rackscale.fleet import Topology
+    from rackscale.lifecycle import state_of
+    from rackscale.store import load_topology
+
+    db, plant = f"sqlite:///{tmp_path / 'b.db'}", str(tmp_path / "plant.json")
+    load_topology(Store(db), Topology.build(small_spec(budget_kw=200.0)))  # one rack fits
+    assert runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant",
+                               plant]).exit_code == 0
+    for rid in ("a/r01", "a/r02"):
+        for to in ("cabled", "cooling_verified", "powered"):
+            res = runner.invoke(app, ["lifecycle", "advance", rid, "--to", to, "--reason",
+                                      "bring-up", "--db", db, "--plant", plant])
+            if rid == "a/r01" or to != "powered":
+                assert res.exit_code == 0, res.output
+    assert res.exit_code == 2 and "power budget" in res.output, res.output
+    row = state_of(Store(db), "a/r02")
+    assert row.state == "cooling_verified" and row.goal is None
+    assert not any(v for k, v in SimPlant.load(Path(plant)).power.items()
+                   if k.startswith("a/r02/"))
+    res = runner.invoke(app, ["lifecycle", "run", "--passes", "3", "--period", "0", "--db", db,
+                              "--plant", plant])
+    assert res.exit_code == 0 and state_of(Store(db), "a/r02").state == "cooling_verified"
+
+
+def test_run_moves_new_certify_findings_into_triage(env: tuple[str, str]) -> None:
+    """Outside the demo too: a finding certify records reaches triage on the next
+    `lifecycle run`, once (the cursor), and is not applied again."""
+    from rackscale.lifecycle import state_of
+
+    db, plant = env
+    store = Store(db)
+    store.append_event("us-east/r01/c03/gpu1", "certify.finding", {
+        "component": "us-east/r01/c03/gpu1", "kind": "slow_gpu", "stage": 1,
+        "evidence": {"simulated": True}, "confidence": 0.9, "run_id": "r1",
+        "backend": "twin", "verdict": "fail"}, actor="certify")
+    res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
+    assert res.exit_code == 0, res.output
+    assert "triage: 1 new certify findings -> 1 trays to triage" in res.output
+    assert state_of(store, "us-east/r01/c03").state == "triage"
+    n = store.count_events()
+    res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
+    assert res.exit_code == 0 and "certify findings" not in res.output
+    assert store.count_events() == n

@@ -182,3 +182,45 @@ def test_driver_failure_on_one_rack_does_not_stop_the_fleet(rig: Rig) -> None:
     assert "timed out" in rep.errors["b/r01"]
     assert state_of(rig.store, "b/r01").state == "cooling_verified"  # rolled back, retried
     assert state_of(rig.store, "a/r01").state == "burn_in"
+
+
+def test_operator_move_during_a_pass_rolls_back_that_rack_only(rig: Rig) -> None:
+    """An operator moves a rack after the controller read it: that rack's writes roll back
+    and are retried next pass; the other racks and the controller carry on."""
+    set_goal(rig.store, list(rig.ctl.targets), "burn_in")
+    real_read = rig.cooling.read
+    moved = []
+
+    def read():  # runs after the pass read the state rows, before it writes
+        if not moved:
+            moved.append(transition(rig.store, "b/r01", "cabled", actor="operator",
+                                    reason="cabled by hand"))
+        return real_read()
+
+    rig.cooling.read = read
+    rep = rig.ctl.reconcile()
+    assert "b/r01" in rep.errors and "not received" in rep.errors["b/r01"]
+    assert state_of(rig.store, "a/r01").state == "cabled"  # the others went on
+    tos = [e.payload["to"] for e in rig.store.events(component_id="b/r01",
+                                                     kind="lifecycle.transition")]
+    assert tos == ["received", "cabled"]  # the operator's move only; the pass rolled back
+    rig.ctl.run(until_idle=True, max_passes=200)
+    assert state_of(rig.store, "b/r01").state == "burn_in"
+
+
+def test_slurm_errors_are_clear_and_do_not_stop_the_controller(rig: Rig, tmp_path) -> None:
+    """A missing slurm.conf is refused at once (scontrol would retry it for 60 s); a hung
+    scontrol becomes a SlurmError, not a traceback; a failing Slurm leaves the racks going."""
+    from rackscale.lifecycle import ScontrolSlurm
+    from rackscale.lifecycle.slurm import SlurmError
+
+    with pytest.raises(SlurmError, match=r"--slurm-conf .*no such file"):
+        ScontrolSlurm(conf=str(tmp_path / "missing.conf"))
+    with pytest.raises(SlurmError, match="did not answer in 1 s"):
+        ScontrolSlurm(scontrol="sleep", timeout_s=1.0)._run("30")
+    broken = tmp_path / "slurm.conf"
+    broken.write_text("")  # scontrol: "ClusterName needs to be specified"
+    rig.ctl.slurm = ScontrolSlurm(conf=str(broken))
+    set_goal(rig.store, list(rig.ctl.targets), "burn_in")
+    rep = rig.ctl.reconcile()
+    assert "scontrol" in rep.errors["slurm"] and rep.transitions > 0

@@ -127,3 +127,43 @@ def test_redfish_sequenced_power_up_and_leak_shutdown(bmc: str, tmp_path: Path) 
     _until(lambda: not any(power.observe().values()), 60, ctl)
     events = store.events(component_id=rack, kind="lifecycle.interlock")
     assert events[-1].payload["rule"] == "leak_critical"
+
+
+def test_a_silent_or_non_redfish_endpoint_is_a_driver_error() -> None:
+    """A BMC that accepts the connection but never answers (read timeout) or a web server
+    that is not Redfish must surface as DriverError (the controller rolls the rack back),
+    not as a traceback that stops the loop."""
+    import http.server
+    import socket
+    import threading
+
+    from rackscale.lifecycle import DriverError, RedfishPowerDriver
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # the kernel completes the handshake; nobody ever answers
+    try:
+        drv = RedfishPowerDriver(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=0.5)
+        with pytest.raises(DriverError, match=r"no answer within 0\.5 s"):
+            drv.observe()
+    finally:
+        silent.close()
+
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>not redfish</html>")
+
+        def log_message(self, *_a: object) -> None:
+            return None
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        drv = RedfishPowerDriver(f"http://127.0.0.1:{srv.server_port}", timeout_s=5)
+        with pytest.raises(DriverError, match="not JSON"):
+            drv.observe()
+    finally:
+        srv.shutdown()
+        srv.server_close()

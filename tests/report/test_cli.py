@@ -80,5 +80,11 @@ def test_demo_ends_with_the_report(tmp_path: Path) -> None:
     last = r.stdout.strip().splitlines()
     assert any(line.startswith("report: ") and line.endswith("report.html") for line in last)
     assert "headline GPUs ->" in r.stdout
+    summary = " ".join(r.stdout[r.stdout.index("headline GPUs ->"):].split())
+    doc_steps = {s["key"]: s for s in json.loads(
+        html.with_name("report.json").read_text())["ledger"]}
+    for key in ("certified", "goodput"):  # each figure says what it rests on
+        basis = doc_steps[key]["basis"]
+        assert (doc_steps[key]["note"] if basis == "not_run" else basis) in summary
     doc = json.loads(html.with_name("report.json").read_text())
     assert doc["fleet"]["headline_gpus"] == 504

@@ -133,3 +133,23 @@ def test_bad_urls() -> None:
         Store("not a url")
     with pytest.raises(StoreError, match="cannot open database"):
         Store("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_spec_only_change_reaches_the_fleet_row(store: Store) -> None:
+    """A new power budget changes no component row, but lifecycle reads the budget from the
+    stored spec: the load must update it (and log it), not report "no change"."""
+    from sqlalchemy import select
+
+    from rackscale.store import FleetRow
+
+    load_topology(store, Topology.build(seed_fleet()))
+    spec = seed_fleet()
+    budgeted = spec.model_copy(update={"regions": [
+        spec.regions[0].model_copy(update={"power_budget_kw": 500.0}), *spec.regions[1:]]})
+    res = load_topology(store, Topology.build(budgeted))
+    assert res.changed and res.spec_changed and res.components_changed == 0
+    with store.session() as s:
+        spec = s.scalars(select(FleetRow)).one().spec
+    assert spec["regions"][0]["power_budget_kw"] == 500.0
+    assert store.events(kind="fleet.loaded", newest_first=True)[0].payload["spec_changed"]
+    assert not load_topology(store, Topology.build(budgeted)).changed

@@ -44,8 +44,10 @@ class TieredStorageWriter(FileSystemWriter):
         self.manager = CheckpointManager(self.tiers_cfg)
         handle = self.manager.commit_local_files(self.step, self.ckpt_id, names)
         if self.wait_for_tiers:
-            self.report = handle.wait()
-            self.manager.close()
+            try:
+                self.report = handle.wait()
+            finally:
+                self.manager.close()
 
 
 class TieredStorageReader(FileSystemReader):

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -58,6 +56,17 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dirs(path: Path, root: Path) -> None:
+    """fsync `path` and every directory above it up to `root`: a rename or a new directory is
+    durable only once the directory holding its entry is synced."""
+    path, root = Path(path), Path(root)
+    while True:
+        _fsync_dir(path)
+        if path == root or root not in path.parents:
+            return
+        path = path.parent
 
 
 def write_durable(path: Path, data: bytes | memoryview, *, sync: bool = True) -> None:
@@ -237,14 +246,3 @@ class LocalDirStore:
                         out.append((key, d.name))
         return out
 
-
-StoreFactory = Callable[..., ObjectStore]
-
-
-def read_json(store: ObjectStore, key: str) -> dict | None:
-    if store.head(key) is None:
-        return None
-    try:
-        return json.loads(store.get(key))
-    except ObjectMissing:
-        return None

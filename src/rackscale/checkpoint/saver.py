@@ -23,7 +23,7 @@ from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.hashing import chunk_hashes, combine
 from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advance, ckpt_id_for
-from rackscale.checkpoint.objectstore import ObjectStore, write_durable
+from rackscale.checkpoint.objectstore import ObjectStore, fsync_dirs, write_durable
 from rackscale.checkpoint.staging import StagedItem, StagingPool
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, _noop, commit_manifest
@@ -83,10 +83,14 @@ class CheckpointManager:
         self._inflight: SaveHandle | None = None
 
     def close(self) -> None:
-        if self._inflight is not None:
-            self._inflight.wait()
-        for pool in (self._worker, self._tierpool, self._parts):
-            pool.shutdown(wait=True)
+        """Wait for the last save, then stop the threads; a failed save still raises here,
+        but only after the pools are shut down (they would otherwise leak per manager)."""
+        try:
+            if self._inflight is not None:
+                self._inflight.wait()
+        finally:
+            for pool in (self._worker, self._tierpool, self._parts):
+                pool.shutdown(wait=True)
 
     def __enter__(self) -> CheckpointManager:
         return self
@@ -191,6 +195,11 @@ class CheckpointManager:
             self._catalog(report, seq, save_uuid)
             entries = self._persist(report.id, items) if items is not None else \
                 self._hash_files(report.id, names or [])
+            if self.cfg.fsync:
+                # The renames above (and the new checkpoint directories) must be on disk before
+                # the manifest that makes them count: otherwise a power loss can leave a
+                # committed local manifest naming files that are gone.
+                fsync_dirs(self.local_data_dir(report.id), self.tiers.local.root)
             algo = self.cfg.hash_algo
             manifest = Manifest(id=report.id, step=report.step, save_uuid=save_uuid, algo=algo,
                                 chunk_size=self.cfg.chunk_size, items=entries,
@@ -292,10 +301,4 @@ class CheckpointManager:
                 self._push_remote(local, report, entry.get("seq", 0))
                 out.append(report)
         return out
-
-
-def wait_all(handles: list[SaveHandle], timeout: float | None = None) -> list[SaveReport]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    return [h.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            for h in handles]
 

@@ -66,7 +66,8 @@ class Uploader:
             try:
                 server = store.list_parts(key, entry["upload_id"])
                 have = {int(n): e for n, e in entry["parts"].items() if server.get(int(n)) == e}
-                stats.resumed_uploads += 1
+                with self._jlock:  # the replicas upload in parallel into one UploadStats
+                    stats.resumed_uploads += 1
                 self.events("upload.resume", {"tier": store.name, "id": ckpt_id, "item": item,
                                               "parts_kept": len(have)})
             except ObjectMissing:
@@ -83,7 +84,8 @@ class Uploader:
         part_size = entry["part_size"]
         nparts = max(1, -(-size // part_size))
         todo = [n for n in range(1, nparts + 1) if n not in have]
-        stats.parts_skipped += nparts - len(todo)
+        with self._jlock:
+            stats.parts_skipped += nparts - len(todo)
 
         def send(n: int) -> tuple[int, str]:
             self.events("upload.part.begin", {"tier": store.name, "id": ckpt_id, "item": item,

@@ -105,6 +105,7 @@ def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOp
         emit_json(out)
         return
     console.print(f"[bold]{m.id}[/] step {m.step}  {m.algo}:{m.hash}  (manifest from {src})")
+    console.print("  state times: wall clock of the saver (measured), + seconds since staged")
     for state, t in out["states"].items():
         console.print(f"  {state:<11} {_fmt_t(t)}  (+{t - out['states']['staged']:.3f} s)")
     console.print("  tiers: " + ", ".join(f"{k}={v}" for k, v in out["tiers"].items()))
@@ -152,14 +153,17 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
     probe = Restorer(tiers)
     ckpt_id = probe.resolve_id(ckpt_id)
     total = probe.manifest(ckpt_id)[0].total_bytes
-    with Progress(*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), console=console, disable=json_out,
-                  transient=True) as bar:
-        task = bar.add_task(f"restore {ckpt_id}", total=total)
-        rep = Restorer(tiers, progress=lambda n: bar.advance(task, n)).restore(ckpt_id)
-    if out:
-        src = tiers.local.path(tiers.layout.data_prefix(rep.id))
-        shutil.copytree(src, out, dirs_exist_ok=True)
+    # The lease covers the copy to --out too: without it, gc could delete the cached files
+    # between the restore and the copy.
+    with tiers.lease(ckpt_id):
+        with Progress(*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(),
+                      TransferSpeedColumn(), console=console, disable=json_out,
+                      transient=True) as bar:
+            task = bar.add_task(f"restore {ckpt_id}", total=total)
+            rep = Restorer(tiers, progress=lambda n: bar.advance(task, n)).restore(ckpt_id)
+        if out:
+            src = tiers.local.path(tiers.layout.data_prefix(rep.id))
+            shutil.copytree(src, out, dirs_exist_ok=True)
     if json_out:
         emit_json(rep.as_dict())
         return

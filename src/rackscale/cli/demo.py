@@ -33,7 +33,8 @@ class DemoContext:
     store: Store
     seed: int
     data_dir: Path
-    # Step outputs by step name ("fleet", "lifecycle", "certify", "simulate", "report").
+    # Step outputs by name ("fleet", "lifecycle", "certify", "checkpoint", "simulate",
+    # "report").
     results: dict[str, Any] = field(default_factory=dict)
 
 

@@ -168,11 +168,17 @@ def advance(
         check(RACK, cid, row.state, target)  # refuse before anything is switched
         set_goal(store, [cid], RackState.POWERED.value)
         for _ in range(4 * len(ctl.targets[cid][0]) + 4):
-            ctl.reconcile()
+            why_not = ctl.reconcile().waiting.get(cid)
             if state_of(store, cid).state == RackState.POWERED:
                 break
         else:
-            raise UserError(f"{cid} did not reach powered: {ctl.reconcile().waiting.get(cid)}")
+            # An error changes nothing: put the goal back (else a later `lifecycle run` would
+            # power the rack up behind the operator's back) and let one pass switch off any
+            # shelf this attempt turned on.
+            set_goal(store, [cid], row.goal)
+            ctl.reconcile()
+            raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
+                            f"{row.goal or 'none'} and it stays {row.state}")
         result = {"component": cid, "from": row.state, "to": "powered"}
     else:
         t = transition(store, cid, target, actor="operator", reason=reason)
@@ -249,6 +255,16 @@ def run(
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
                       f"twin seed {twin_seed}")
 
+    def triage() -> None:
+        """Certification findings recorded since the last look move their parts to triage
+        (the cursor makes a quiet look one query), so the next pass drains them."""
+        tri = apply_findings(store, ctl.topo)
+        if tri.findings and not as_json:
+            console.print(f"triage: {tri.findings} new certify findings -> "
+                          f"{len(tri.trays_triaged)} trays to triage, "
+                          f"{len(tri.racks_rack_level)} racks rack-level, "
+                          f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted")
+
     def show(rep: PassReport) -> None:
         if as_json:
             emit_json(rep.as_dict())
@@ -257,8 +273,10 @@ def run(
                           f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
                           f"{len(rep.waiting)} racks waiting")
             for rid, err in rep.errors.items():
-                err_console.print(f"[red]driver error[/] {rid}: {err}")
+                err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
+        triage()
 
+    triage()
     ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
             period_s=0.0 if once else period, on_pass=show)
 

@@ -100,8 +100,11 @@ def print_ledger(doc: dict[str, Any]) -> None:
 
 
 def _figure(step: dict[str, Any]) -> str:
+    """A ledger count with what it rests on: measured, simulated, or why it is missing."""
     text = _fmt(step["count"])
-    return text + (f" ({step['note']})" if step["basis"] == "not_run" else "")
+    if step["basis"] == "not_run":
+        return f"{text} ({step['note']})"
+    return f"{text} [{BASIS_TEXT.get(step['basis'], step['basis'])}]"
 
 
 @app.command()
@@ -189,8 +192,8 @@ def step_report(ctx: DemoContext) -> None:
     console.print(
         f"{_fmt(head['count'])} headline GPUs -> {_figure(cert)} certified for "
         f"{doc['job_shape']['name']} -> {_figure(good)} expected under failures "
-        f"({share:.0%} of headline, {BASIS_TEXT[good['basis']]}); {len(doc['findings'])} "
-        f"findings; report built in {built.seconds:.2f} s", highlight=False)
+        f"({share:.0%} of headline); {len(doc['findings'])} findings; report built in "
+        f"{built.seconds:.2f} s (measured)", highlight=False, markup=False)
     console.print(f"report: [bold]{built.html_path.resolve()}[/]")
     ctx.results["report"] = {"html": str(built.html_path), "json": str(built.json_path),
                              "ledger": {k: s["count"] for k, s in steps.items()}}

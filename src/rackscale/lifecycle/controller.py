@@ -36,9 +36,9 @@ from rackscale.lifecycle.interlocks import (
     flow_ok,
     leak_tier,
 )
-from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow
+from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.passes import PassReport, Tx
-from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, node_name
+from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
     ONBOARDING_PATH,
@@ -139,10 +139,16 @@ class Controller:
                 with ExitStack() as stack:
                     tx = Tx(self.store, stack)
                     self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
-            except DriverError as err:
+            except (DriverError, StaleState) as err:
+                # StaleState: an operator (`lifecycle advance/drain`) moved a row of this rack
+                # after this pass read it; the rack's writes roll back and the next pass
+                # starts from the new state instead of the whole controller stopping.
                 rep.errors[rid] = str(err)
         if self.slurm is not None:
-            self._slurm(self.slurm, rows, rep)
+            try:
+                self._slurm(self.slurm, rows, rep)
+            except SlurmError as err:  # slurmctld down: the racks go on, Slurm next pass
+                rep.errors["slurm"] = str(err)
         return rep
 
     def run(self, *, max_passes: int | None = None, until_idle: bool = False,

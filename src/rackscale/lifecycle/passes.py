@@ -18,8 +18,9 @@ class PassReport:
     interlocks: int = 0
     slurm: int = 0
     waiting: dict[str, str] = field(default_factory=dict)
-    # A driver that fails for one rack must not stop the fleet: the rack's writes roll back,
-    # the error is reported here and the rack is retried next pass.
+    # A driver that fails for one rack, or a row an operator moved under the pass, must not
+    # stop the fleet: the rack's writes roll back, the error is reported here and the rack is
+    # retried next pass.
     errors: dict[str, str] = field(default_factory=dict)
 
     @property

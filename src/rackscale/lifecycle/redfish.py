@@ -39,7 +39,15 @@ class RedfishPowerDriver:
                               f"{err.read()[:200]!r}") from None
         except urllib.error.URLError as err:
             raise DriverError(f"Redfish BMC at {self.base} unreachable: {err.reason}") from None
-        return json.loads(raw) if raw else None
+        except OSError as err:  # a read timeout or a dropped connection is not a URLError
+            raise DriverError(f"Redfish {method} {self.base}{path}: no answer within "
+                              f"{self.timeout_s:g} s ({err or type(err).__name__}); check "
+                              "the BMC") from None
+        try:
+            return json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            raise DriverError(f"Redfish {method} {self.base}{path}: the answer is not JSON "
+                              f"({raw[:80]!r}); is --redfish the BMC's base URL?") from None
 
     def systems(self) -> dict[str, str]:
         if self._systems is None:

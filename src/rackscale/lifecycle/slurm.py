@@ -70,12 +70,21 @@ class ScontrolSlurm:
         self.scontrol = path
         self.env = dict(os.environ)
         if conf:
+            # scontrol retries a missing slurm.conf for 60 s before failing: say it now.
+            if not os.path.isfile(conf):
+                raise SlurmError(f"--slurm-conf {conf}: no such file; give the path of the "
+                                 "cluster's slurm.conf")
             self.env["SLURM_CONF"] = conf
         self.timeout_s = timeout_s
 
     def _run(self, *args: str) -> str:
-        proc = subprocess.run([self.scontrol, *args], env=self.env, capture_output=True,
-                              text=True, timeout=self.timeout_s, check=False)
+        try:
+            proc = subprocess.run([self.scontrol, *args], env=self.env, capture_output=True,
+                                  text=True, timeout=self.timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"scontrol {' '.join(args)} did not answer in {self.timeout_s:.0f} s "
+                             f"(SLURM_CONF={self.env.get('SLURM_CONF', 'default')}); check that "
+                             "slurmctld is running and reachable") from None
         if proc.returncode != 0:
             raise SlurmError(f"scontrol {' '.join(args)} failed ({proc.returncode}): "
                              f"{proc.stderr.strip() or proc.stdout.strip()}")

@@ -30,17 +30,21 @@ class LoadResult:
     components_removed: int = 0
     components_changed: int = 0
     total_components: int = 0
+    # The spec itself differs from the stored one (e.g. a region's power budget) even when
+    # no component row does: readers of the fleet row (lifecycle, report) must see it.
+    spec_changed: bool = False
 
     @property
     def changed(self) -> bool:
-        return bool(self.components_added or self.components_removed or self.components_changed)
+        return bool(self.components_added or self.components_removed or self.components_changed
+                    or self.spec_changed)
 
     def as_dict(self) -> dict[str, Any]:
         return {"fleet": self.fleet, "changed": self.changed, "racks_added": self.racks_added,
                 "racks_removed": self.racks_removed, "components_added": self.components_added,
                 "components_removed": self.components_removed,
                 "components_changed": self.components_changed,
-                "total_components": self.total_components}
+                "spec_changed": self.spec_changed, "total_components": self.total_components}
 
 
 def _rows(topo: Topology) -> dict[str, tuple[str, str | None, str, str | None, str | None]]:
@@ -79,6 +83,9 @@ def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
         result.components_changed = len(changed)
         result.racks_added = sorted(c for c in added if want[c][0] == RACK)
         result.racks_removed = sorted(c for c in removed if have[c][0] == RACK)
+        fleet_row = s.get(FleetRow, topo.spec.name)
+        spec = topo.spec.model_dump(mode="json")
+        result.spec_changed = fleet_row is None or fleet_row.spec != spec
         if not result.changed:
             return result
         total = len(added) + len(removed) + len(changed)
@@ -116,8 +123,6 @@ def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
         events.append(NewEvent(component_id=topo.spec.name, kind="fleet.loaded", actor=actor,
                                reason=reason, payload=result.as_dict(), time=now))
         store.append_events(events, session=s)
-        fleet_row = s.get(FleetRow, topo.spec.name)
-        spec = topo.spec.model_dump(mode="json")
         if fleet_row is None:
             s.add(FleetRow(name=topo.spec.name, spec=spec, loaded_at=now))
         else:
