@@ -264,7 +264,10 @@ def test_interlocks_hold_over_10k_random_steps() -> None:
     while STEPS["n"] < 10_000:
         run_state_machine_as_test(LifecycleMachine, settings=settings(
             max_examples=max(5, (10_000 - STEPS["n"]) // 85), stateful_step_count=100,
-            deadline=None, database=None, suppress_health_check=list(HealthCheck)))
+            deadline=None, database=None, suppress_health_check=list(HealthCheck),
+            # Fixed exploration: CI must not pass or fail by the luck of one run's coverage.
+            derandomize=True))
     assert STEPS["n"] >= 10_000
     # The runs must reach the states the invariants are about, or they prove nothing.
     assert STEPS["interlocks"] > 100 and STEPS["powered"] > 100, STEPS
+    print(f"property test coverage: {STEPS}")
