@@ -94,7 +94,8 @@ def test_good_path_and_history(env: tuple[str, str]) -> None:
 def test_power_on_that_cannot_finish_leaves_no_goal_behind(tmp_path: Path) -> None:
     """`advance --to powered` refused by the region budget exits 2, restores the rack's goal
     and leaves its shelves off, so a later `lifecycle run` does not power it up unasked."""
-    from conftest import small_spec
+    from lc_rig import small_spec
+
     from rackscale.fleet import Topology
     from rackscale.lifecycle import state_of
     from rackscale.store import load_topology

@@ -4,8 +4,8 @@ tiered coolant-fault response with deadlines, leak tiers, escalation, idempotenc
 from __future__ import annotations
 
 import pytest
+from lc_rig import Rig
 
-from conftest import Rig
 from rackscale.errors import UserError
 from rackscale.lifecycle import (
     RACK_TRANSITIONS,

@@ -19,9 +19,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from lc_rig import Rig, small_spec
 from sqlalchemy import select
 
-from conftest import Rig, small_spec
 from rackscale.errors import UserError
 from rackscale.lifecycle import (
     RACK_TRANSITIONS,

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lc_rig import SimClock
 from lc_slurm_cluster import free_port
 
-from conftest import SimClock
 from rackscale.fleet import FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.lifecycle import (
     Controller,

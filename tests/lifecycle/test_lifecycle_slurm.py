@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lc_rig import Rig, small_spec
 from lc_slurm_cluster import available, slurm_cluster
 
-from conftest import Rig, small_spec
 from rackscale.lifecycle import ScontrolSlurm, node_name, set_goal, state_of, transition
 
 RACK = "b/r01"

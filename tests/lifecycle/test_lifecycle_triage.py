@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import Rig
+from lc_rig import Rig
+
 from rackscale.lifecycle import apply_findings, counts, promote_passing, set_goal, state_of
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from lc_rig import SimClock, small_spec
 from typer.testing import CliRunner
 
-from conftest import SimClock, small_spec
 from rackscale.cli import app
 from rackscale.faults import (
     HEALTHY_MARGIN,
