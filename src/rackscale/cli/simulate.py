@@ -64,8 +64,24 @@ RackRepairOpt = typer.Option(12.0, "--rack-repair", help="Whole-rack repair afte
 MfuOpt = typer.Option(1.0, "--mfu", help="Program goodput's model-FLOPs utilisation factor.")
 
 
-def _config(job_gpus: int | None, fleet: FleetShape, **kw: Any) -> SimConfig:
-    return make_config(job_gpus=fleet.gpus if job_gpus is None else job_gpus, **kw)
+# CLI option name -> SimConfig field, shared by `run` and `sweep` (which take the same options).
+_OPTION_FIELDS = {
+    "days": "days", "trials": "trials", "rng_seed": "seed", "failure_model": "failure_model",
+    "ckpt_interval": "ckpt_interval_min", "ckpt_cost": "ckpt_cost_s", "restart": "restart_min",
+    "detect": "detect_min", "align": "align", "spare_domains": "spare_domains",
+    "spare_trays": "spare_trays", "escalate_at": "escalate_at",
+    "straggler_ratio": "straggler_ratio", "straggler_slowdown": "straggler_slowdown",
+    "straggler_detect": "straggler_detect_min", "rate_scale": "rate_scale",
+    "repair_scale": "repair_scale", "rack_repair": "rack_repair_h", "mfu": "mfu",
+}
+
+
+def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
+    """The validated config from a command's options (its `locals()`); the whole fleet when no
+    --job-gpus is given."""
+    job = options["job_gpus"]
+    return make_config(job_gpus=fleet.gpus if job is None else job,
+                       **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
 
 
 def _fleet(file: str | None, seed: str | None) -> FleetShape:
@@ -93,13 +109,7 @@ def run_cmd(
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     fleet = _fleet(fleet_file, seed)
-    cfg = _config(job_gpus, fleet, days=days, trials=trials, seed=rng_seed,
-                  failure_model=failure_model, ckpt_interval_min=ckpt_interval,
-                  ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
-                  spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
-                  straggler_ratio=straggler_ratio, straggler_slowdown=straggler_slowdown,
-                  straggler_detect_min=straggler_detect, rate_scale=rate_scale,
-                  repair_scale=repair_scale, rack_repair_h=rack_repair, mfu=mfu)
+    cfg = _config(fleet, locals())
     plan(cfg, fleet)  # bad shapes fail before the progress bar appears
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
@@ -172,13 +182,7 @@ def sweep_cmd(
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     fleet = _fleet(fleet_file, seed)
-    cfg = _config(job_gpus, fleet, days=days, trials=trials, seed=rng_seed,
-                  failure_model=failure_model, ckpt_interval_min=ckpt_interval,
-                  ckpt_cost_s=ckpt_cost, restart_min=restart, detect_min=detect, align=align,
-                  spare_domains=spare_domains, spare_trays=spare_trays, escalate_at=escalate_at,
-                  straggler_ratio=straggler_ratio, straggler_slowdown=straggler_slowdown,
-                  straggler_detect_min=straggler_detect, rate_scale=rate_scale,
-                  repair_scale=repair_scale, rack_repair_h=rack_repair, mfu=mfu)
+    cfg = _config(fleet, locals())
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
         result = sweep(cfg, fleet, param, vals,
