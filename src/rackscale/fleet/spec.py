@@ -59,7 +59,7 @@ class RackGroup(_Strict):
         if self.nodes_per_rack is not None and TEMPLATES[self.template].shape != "hgx":
             raise ValueError(
                 f"nodes_per_rack applies to HGX templates only; {self.template} always holds "
-                "18 compute trays"
+                f"{TEMPLATES[self.template].trays} compute trays"
             )
         return self
 

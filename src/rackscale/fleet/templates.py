@@ -88,6 +88,14 @@ TEMPLATES: dict[str, RackTemplate] = {
              source="NVIDIA DGX H200 (secondary)"),
         _hgx("hgx-b200", gpu="b200", switch="nvswitch-gen4", switches=2, node_kw=14.3,
              source="NVIDIA DGX B200 user guide (secondary)"),
+        # The miniature rack `rackscale lab` builds on one Linux host: 2 trays of 2 CPU ranks,
+        # 2 rails, one NVLink bridge (s01) per rack. Power is nominal (no real draw).
+        RackTemplate(
+            name="lab-mini", shape="nvl72", gpu="lab-rank", cpu="lab-cpu", nic="lab-veth",
+            dpu="lab-dpu", switch="lab-bridge", trays=2, gpus_per_tray=2, cpus_per_tray=1,
+            nics_per_tray=2, dpus_per_tray=0, switches=1, power_shelves=1, rack_power_kw=0.1,
+            source="rackscale lab (namespaces, veths, bridges, tc)",
+        ),
     )
 }
 
