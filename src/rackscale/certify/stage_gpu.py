@@ -12,7 +12,6 @@ from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState
 from rackscale.certify.verdict import (
-    THRESHOLDS,
     WARN,
     Baseline,
     fleet_baseline,
@@ -43,17 +42,17 @@ def run_stage_gpu(st: RunState) -> None:
     bw = st.spec(gpus, "hbm_tbps")
     jg = judge(gemm.samples, gemm.error_mask, gemm.errors,
                fleet_baseline(repeat_median(gemm.samples, gemm.error_mask), keys),
-               THRESHOLDS["gemm"], spec_value=peak)
+               st.config.thresholds["gemm"], spec_value=peak)
     checksum_bad = np.stack([~e["checksum_ok"] for e in gemm.extra]) & ~gemm.error_mask
     jh = judge(hbm.samples, hbm.error_mask, hbm.errors,
                fleet_baseline(repeat_median(hbm.samples, hbm.error_mask), keys),
-               THRESHOLDS["hbm"], spec_value=bw)
+               st.config.thresholds["hbm"], spec_value=bw)
     st.warns += int((jg.verdict == WARN).sum() + (jh.verdict == WARN).sum())
 
     # Rack cooling: flow against need (spec reference 1.0), and throttled clocks.
     jt = judge(thermal.samples, thermal.error_mask, thermal.errors,
                Baseline(np.ones(len(racks)), np.zeros(len(racks)), "spec: needed flow"),
-               THRESHOLDS["thermal"])
+               st.config.thresholds["thermal"])
     # Vectorised per rack (a 128k-GPU fleet has ~1,800 racks): mean clock of the rack's
     # GPUs (telemetry lists them rack by rack, in `racks` order) and share of slow GEMMs.
     with warnings.catch_warnings():

@@ -15,7 +15,7 @@ from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Outcome, bisect
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
-from rackscale.certify.verdict import THRESHOLDS, Baseline, judge
+from rackscale.certify.verdict import Baseline, judge
 
 
 def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
@@ -34,7 +34,7 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     valid = np.isfinite(flat).all(axis=0)
     bl = Baseline(np.repeat(ref, npl), np.full(nd * npl, 0.01), "median plane of the domain")
     j = judge(np.where(valid, flat, 1.0), np.zeros_like(flat, bool), {}, bl,
-              THRESHOLDS["nvlink_plane"])
+              st.config.thresholds["nvlink_plane"])
     explained: set[int] = set()
     for pos in np.flatnonzero(j.failed & valid):
         d, k = divmod(int(pos), npl)

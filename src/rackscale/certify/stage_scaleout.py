@@ -156,7 +156,8 @@ def _nvlink_on(st: RunState) -> None:
     j, _ = st.judge_groups("nvlink_allreduce", groups, learn=False)
     for i, g in enumerate(groups):
         got = float(np.nan_to_num(j.median[i]))
-        short = got < HIER_TOLERANCE * expected[i]
+        # the probe's own margin where it is wider (noisy real hardware), else the tolerance
+        short = got < min(HIER_TOLERANCE, float(j.fail_line[i])) * expected[i]
         scope = st.scope_of(g)
         st.fabric.append({
             "scope": "fleet" if scope == topo.spec.name else scope,

@@ -106,6 +106,10 @@ def _addresses(st: LabState, plan: LabPlan) -> None:
         sysops.ip_batch(r.netns, ["link set lo up", f"addr add {r.so_addr}/16 dev {SO_IF}",
                                   f"addr add {r.nv_addr}/16 dev {NV_IF}",
                                   f"link set {SO_IF} up", f"link set {NV_IF} up"])
+        # Collectives send in bursts with pauses between steps; TCP must not fall back to
+        # slow start after each pause, or small messages never reach the shaped rate.
+        sysops.run(["ip", "netns", "exec", r.netns, "sysctl", "-qw",
+                    "net.ipv4.tcp_slow_start_after_idle=0"])
 
 
 def _shape(st: LabState, plan: LabPlan) -> None:

@@ -73,7 +73,7 @@ def _leaf_rates(plan: LabPlan, leaf: str) -> list[tuple[str, float]]:
     if b is None:
         raise LabError(f"{leaf} is not a leaf of lab {plan.fleet}")
     ports = [(r.so_port, plan.so_mbit) for r in plan.ranks if r.leaf == leaf]
-    return ports + [(b.uplink or "", plan.uplink_mbit)]
+    return [*ports, (b.uplink or "", plan.uplink_mbit)]
 
 
 def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:

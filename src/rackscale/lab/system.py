@@ -6,6 +6,7 @@ pids.max), else v1 (cpu/cpu.cfs_quota_us, pids/pids.max), as on hosts with legac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -186,7 +187,5 @@ def proc_start_time(pid: int) -> str | None:
 
 
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

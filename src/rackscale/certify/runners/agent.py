@@ -104,8 +104,11 @@ class Agent:
         timeout = timedelta(seconds=float(c["timeout_s"]))
         store = dist.TCPStore(c["store_host"], int(c["store_port"]), int(c["world"]),
                               c["rank"] == 0, timeout=timeout, wait_for_workers=False)
-        buf = torch.ones(max(int(c["nbytes"]) // 4, 1))
         hier = c.get("hier")
+        numel = max(int(c["nbytes"]) // 4, 1)
+        if hier is not None:  # equal chunks for the all-gather: round to a multiple of C
+            numel = max(numel // hier["chunks"], 1) * hier["chunks"]
+        buf = torch.ones(numel)
         if hier is None:
             pg = self._group(store, c["tag"], c["rank"], c["world"], c["iface"], timeout)
 
@@ -113,26 +116,7 @@ class Agent:
                 pg.allreduce([buf]).wait()
             barrier = pg
         else:
-            dom = self._group(store, f"{c['tag']}/d{hier['domain']}", hier["local"],
-                              hier["domain_size"], hier["nv_iface"], timeout) \
-                if hier["domain_size"] > 1 else None
-            cross = self._group(store, f"{c['tag']}/x{hier['local']}", hier["cross_rank"],
-                                hier["cross_size"], hier["so_iface"], timeout) \
-                if hier["local"] < hier["chunks"] and hier["cross_size"] > 1 else None
-            chunks = torch.tensor_split(buf, hier["chunks"])
-
-            def step() -> None:
-                if dom is not None:
-                    dom.allreduce([buf]).wait()
-                if cross is not None:
-                    cross.allreduce([chunks[hier["local"]]]).wait()
-                if dom is not None:
-                    for k, chunk in enumerate(chunks):
-                        opts = dist.BroadcastOptions()
-                        opts.rootRank = k
-                        dom.broadcast([chunk], opts).wait()
-            barrier = self._group(store, f"{c['tag']}/all", c["rank"], c["world"],
-                                  hier["so_iface"], timeout)
+            step, barrier = self._hierarchical(store, c, buf, timeout)
         for _ in range(int(c["warmup"])):
             step()
         barrier.barrier().wait()
@@ -145,6 +129,45 @@ class Agent:
         ok = bool(torch.allclose(buf[:16].double(), torch.full((16,), expected,
                                                               dtype=torch.float64), rtol=1e-3))
         return {"seconds": seconds, "result_ok": ok}
+
+    def _hierarchical(self, store: Any, c: dict[str, Any], buf: Any, timeout: timedelta,
+                      ) -> tuple[Any, Any]:
+        """NVLink on across domains: all-reduce inside the domain (NVLink), chunk k across
+        domains by each domain's local rank k (scale-out), all-gather of the chunks inside
+        the domain (NVLink). Domains larger than the smallest one (C chunks) hand the whole
+        result to their extra ranks by one broadcast from local rank 0."""
+        dist = self.torch.distributed
+        h, tag = c["hier"], c["tag"]
+        local, size, chunks = h["local"], h["domain_size"], h["chunks"]
+        nv, so = h["nv_iface"], h["so_iface"]
+        dom = self._group(store, f"{tag}/d{h['domain']}", local, size, nv, timeout) \
+            if size > 1 else None
+        carrier = local < chunks
+        cross = self._group(store, f"{tag}/x{local}", h["cross_rank"], h["cross_size"], so,
+                            timeout) if carrier and h["cross_size"] > 1 else None
+        gather = self._group(store, f"{tag}/g{h['domain']}", local, chunks, nv, timeout) \
+            if carrier and chunks > 1 else None
+        extra = None
+        if size > chunks and (local == 0 or not carrier):
+            extra = self._group(store, f"{tag}/e{h['domain']}",
+                                0 if local == 0 else local - chunks + 1, size - chunks + 1,
+                                nv, timeout)
+        parts = list(self.torch.tensor_split(buf, chunks))
+
+        def step() -> None:
+            if dom is not None:
+                dom.allreduce([buf]).wait()
+            if cross is not None:
+                cross.allreduce([parts[local]]).wait()
+            if gather is not None:
+                out = [[self.torch.empty_like(parts[0]) for _ in range(chunks)]]
+                gather.allgather(out, [parts[local].clone()]).wait()
+                for k in range(chunks):
+                    parts[k].copy_(out[0][k])
+            if extra is not None:
+                extra.broadcast([buf], dist.BroadcastOptions()).wait()
+        barrier = self._group(store, f"{tag}/all", c["rank"], c["world"], so, timeout)
+        return step, barrier
 
     def handle(self, c: dict[str, Any]) -> dict[str, Any]:
         op = c.get("op")

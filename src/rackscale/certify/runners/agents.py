@@ -33,7 +33,7 @@ class AgentProc:
 
     def __init__(self, gpu: str, argv: list[str], env: dict[str, str]) -> None:
         self.gpu = gpu
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env, start_new_session=True)
         self.buf = b""
@@ -148,15 +148,28 @@ class AgentPool:
         base = f"rank of {a.gpu} could not start ({what}): {a.stderr_tail() or 'no output'}"
         return self.explain(base, a) if self.explain else base
 
-    def run(self, jobs: Sequence[Job], concurrency: int) -> None:
-        """Run jobs (disjoint members) with at most `concurrency` jobs in flight."""
+    def run(self, jobs: Sequence[Job], concurrency: int, max_ranks: int | None = None) -> None:
+        """Run jobs with at most `concurrency` jobs and `max_ranks` ranks
+        in flight (a job larger than `max_ranks` runs alone)."""
         self.ensure(sorted({g for j in jobs for g in j.commands}))
         queue = list(jobs)
         active: list[Job] = []
         by_fd: dict[int, tuple[AgentProc, Job]] = {}
+        cap = max_ranks or sum(len(j.commands) for j in jobs)
+
+        def fits(job: Job) -> bool:
+            busy = {g for j in active for g in j.commands}
+            if busy & set(job.commands):
+                return False  # a rank runs one test at a time: overlapping jobs wait
+            return not active or len(busy) + len(job.commands) <= cap
+
         while queue or active:
-            while queue and len(active) < concurrency:
-                job = queue.pop(0)
+            for job in list(queue):
+                if len(active) >= concurrency:
+                    break
+                if not fits(job):
+                    continue
+                queue.remove(job)
                 self._start(job, by_fd)
                 if job.error is None:
                     active.append(job)
@@ -169,7 +182,8 @@ class AgentPool:
                 got = agent.lines()
                 if got is None:
                     agent.proc.wait(timeout=10)
-                    job.error = job.error or self._why_dead(agent, f"died ({agent.proc.returncode})")
+                    job.error = job.error or self._why_dead(
+                        agent, f"died ({agent.proc.returncode})")
                     agent.dead_reason = None  # restart on next use
                     continue
                 for reply in got:

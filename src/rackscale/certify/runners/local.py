@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import socket
 from collections.abc import Mapping, Sequence
@@ -83,18 +84,24 @@ def collective_fields(replies: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class LocalRunner:
-    """Ranks as processes on this host. Disjoint groups of a batch run at once, at most
-    `concurrency` (on 2 cores, 3 keeps every rank inside its CPU share)."""
+    """Ranks as processes on this host. Disjoint groups of a batch run at once: at most
+    `concurrency` groups and `max_ranks` ranks (default: as many ranks as their CPU shares
+    fit in this host's cores, so every rank gets its share and figures measure links)."""
 
     name = "local"
 
     def __init__(self, placement: Placement, domain_of: Mapping[str, str], *,
-                 concurrency: int = DEFAULT_CONCURRENCY, iters: int = 3, warmup: int = 1,
-                 timeout_s: float = 20.0) -> None:
-        if concurrency < 1:
-            raise RunnerError(f"concurrency={concurrency}: use 1 or more")
+                 concurrency: int = DEFAULT_CONCURRENCY, max_ranks: int | None = None,
+                 iters: int = 3, warmup: int = 1, timeout_s: float = 6.0) -> None:
+        if concurrency < 1 or (max_ranks is not None and max_ranks < 1):
+            raise RunnerError(f"concurrency={concurrency}, max_ranks={max_ranks}: use 1 or "
+                              "more")
         self.placement = placement
         self.concurrency = concurrency
+        if max_ranks is None:
+            shares = [p.nominal_cpu for p in placement.ranks.values() if p.nominal_cpu]
+            max_ranks = max(2, int((os.cpu_count() or 2) / max(shares))) if shares else None
+        self.max_ranks = max_ranks
         self.timeout_s = timeout_s
         self.planner = CollectivePlanner(placement, domain_of, iters=iters, warmup=warmup,
                                          timeout_s=timeout_s)
@@ -102,14 +109,14 @@ class LocalRunner:
 
     def per_rank(self, op: dict[str, Any], gpus: Sequence[str]) -> list[Result]:
         jobs = [Job({g: op}, self.timeout_s * 3) for g in gpus]
-        self.pool.run(jobs, self.concurrency)
+        self.pool.run(jobs, self.concurrency, self.max_ranks)
         return results(jobs, lambda r: dict(r[0]))
 
     def collectives(self, groups: Sequence[Sequence[str]], nbytes: int, nvlink: bool,
                     ) -> list[Result]:
         jobs = [Job(self.planner.commands(g, nbytes, nvlink), self.timeout_s * 2)
                 for g in groups]
-        self.pool.run(jobs, self.concurrency)
+        self.pool.run(jobs, self.concurrency, self.max_ranks)
         return results(jobs, collective_fields)
 
     def close(self) -> None:
