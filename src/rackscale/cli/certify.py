@@ -23,6 +23,8 @@ from rackscale.certify import (
     store_run,
     write_jsonl,
 )
+from rackscale.certify.runners import RunnerBackend
+from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
@@ -48,6 +50,10 @@ def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
                ) -> CertifyRun:
     backend = TwinBackend(TwinHardware(topo, faults, seed=twin_seed))
     ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
+    return _with_progress(ladder, show_progress)
+
+
+def _with_progress(ladder: Ladder, show_progress: bool) -> CertifyRun:
     names = {1: "stage 1: per GPU", 2: "stage 2: per tray", 3: "stage 3: per NVLink domain",
              4: "stage 4: multi-rack, NVLink off then on"}
     with Progress(SpinnerColumn(), BarColumn(bar_width=12), TextColumn("{task.description}"),
@@ -135,20 +141,49 @@ def run(
     stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, e.g. 1,2,3,4."),
     twin_seed: int = typer.Option(7, "--twin-seed", help="Random seed of the digital twin."),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
+    backend_name: str = typer.Option("twin", "--backend", help="twin (digital twin) or real "
+                                     "(ranks on hardware, through --runner)."),
+    runner_name: str = typer.Option("local", "--runner", help="With --backend real: local "
+                                    "(processes here, in the lab's namespaces when a lab of "
+                                    "this fleet is up) or slurm."),
+    lab_state: str = typer.Option("rackscale-data/lab", "--lab-state",
+                                  help="State directory of a running lab."),
+    message_bytes: int | None = typer.Option(None, "--message-bytes", help="All-reduce "
+                                             "message size (default: 1 GiB twin, 4 MiB real)."),
+    concurrency: int = typer.Option(3, "--concurrency", help="Groups tested at once (real)."),
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition."),
     out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",
                             help="Findings JSON lines (appended)."),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Certify a fleet on the digital twin; exit 1 when anything fails."""
+    """Certify a fleet on the digital twin or on real ranks; exit 1 when anything fails."""
     spec = resolve_spec(fleet, seed)
-    config = LadderConfig(stages=_stages(stages), repeats=repeats)
     topo = Topology.build(spec)
-    path = demo_faults_path() if faults == "demo" else faults
-    ff = load_faults(path, topo) if path else None
     store = Store(db)  # opened before the run: a bad --db fails fast
-    result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
-                        show_progress=not as_json)
+    if backend_name == "twin":
+        config = LadderConfig(stages=_stages(stages), repeats=repeats,
+                              message_bytes=message_bytes or 1 << 30)
+        path = demo_faults_path() if faults == "demo" else faults
+        ff = load_faults(path, topo) if path else None
+        result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
+                            show_progress=not as_json)
+    elif backend_name == "real":
+        if faults:
+            raise UserError("--faults applies to the twin; on real ranks faults are real: "
+                            "inject them into the lab with `rackscale lab inject FILE`")
+        config = LadderConfig(stages=_stages(stages), repeats=repeats,
+                              message_bytes=message_bytes or 4 << 20,
+                              thresholds=dict(SHARED_CPU_THRESHOLDS))
+        from rackscale.cli.certify_real import real_runner
+        runner = real_runner(topo, runner_name, Path(lab_state), concurrency=concurrency,
+                             partition=partition)
+        try:
+            result = _run_real(topo, runner, config, show_progress=not as_json)
+        finally:
+            runner.close()
+    else:
+        raise UserError(f"unknown backend {backend_name!r}; valid backends: twin, real")
     _save(store, result, Path(out))
     if as_json:
         emit_json(result.summary() | {"findings": [f.as_dict() for f in result.findings]})
@@ -156,6 +191,14 @@ def run(
         print_findings(result)
     if result.findings:
         raise typer.Exit(1)
+
+
+def _run_real(topo: Topology, runner: Any, config: LadderConfig, *, show_progress: bool,
+              ) -> CertifyRun:
+    backend = RunnerBackend(topo, runner)
+    if show_progress:
+        console.print(f"ranks: {backend.describe()}; every figure measured")
+    return _with_progress(Ladder(topo, backend, config), show_progress)
 
 
 def _achievable(probe: str, backend: Any, n: int, nbytes: int) -> tuple[float, str]:

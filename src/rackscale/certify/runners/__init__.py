@@ -12,8 +12,10 @@ from rackscale.certify.runners.base import (
     Runner,
     RunnerError,
     loopback_placement,
+    placement_from_places,
 )
 from rackscale.certify.runners.local import LocalRunner
 
 __all__ = ["NVLINK", "SCALEOUT", "LocalRunner", "Placement", "RankPlace", "Result", "Runner",
-           "RunnerBackend", "RunnerError", "loopback_placement"]
+           "RunnerBackend", "RunnerError", "loopback_placement",
+           "placement_from_places"]

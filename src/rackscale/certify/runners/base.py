@@ -90,3 +90,13 @@ class Runner(Protocol):
 
     def close(self) -> None:
         """Stop every agent this runner started."""
+
+
+def placement_from_places(places: dict[str, dict[str, Any]], describe: str) -> Placement:
+    """A placement from plain data: {gpu: {"launch": [...], "fabrics": {fabric: [iface,
+    addr]}, "nominal_cpu": cores, "host": node, "local_id": k}} (what the lab hands out)."""
+    return Placement(ranks={g: RankPlace(
+        gpu=g, launch=tuple(p.get("launch", ())),
+        fabrics={f: (str(v[0]), str(v[1])) for f, v in p.get("fabrics", {}).items()},
+        host=p.get("host"), local_id=int(p.get("local_id", 0)),
+        nominal_cpu=p.get("nominal_cpu")) for g, p in places.items()}, describe=describe)
