@@ -4,3 +4,5 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+# the real Slurm test cluster of the lifecycle tests (one slurmd per node, by pid)
+sys.path.insert(0, str(Path(__file__).parents[1] / "lifecycle"))

@@ -36,6 +36,7 @@ from rackscale.fleet.topology import (
     Rack,
     Topology,
     UnknownComponent,
+    slurm_node_name,
 )
 from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml, validate
 
@@ -46,7 +47,7 @@ __all__ = [
     "LinkClass", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
     "RegionSpec", "SpecError", "Topology", "UnknownComponent", "YamlSource", "allreduce_busbw",
     "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet",
-    "synthetic_fleet", "validate",
+    "slurm_node_name", "synthetic_fleet", "validate",
 ]
 
 

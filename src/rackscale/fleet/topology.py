@@ -44,6 +44,12 @@ class UnknownComponent(UserError):
     pass
 
 
+def slurm_node_name(tray_id: str) -> str:
+    """The Slurm node of a tray (HGX: node): its component id with "/" as "-" (Slurm node
+    names cannot hold "/"), e.g. us-east/r03/c07 -> us-east-r03-c07."""
+    return tray_id.replace("/", "-")
+
+
 @dataclass(frozen=True, slots=True)
 class Component:
     id: str
