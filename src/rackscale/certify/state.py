@@ -167,8 +167,7 @@ class RunState:
         if learn:
             med = repeat_median(s.samples, s.error_mask)
             self.learned[fabric] = expect.learn(
-                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric],
-                prior=self.learned.get(fabric))
+                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric])
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
                              nvlink=fabric == "nvlink", spec_eff=SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, THRESHOLDS[probe]), s
