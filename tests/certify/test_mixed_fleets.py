@@ -222,3 +222,19 @@ def test_ladder_judges_against_a_runners_stated_link_rates() -> None:
     run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=3, hardware=hw)),
                  hardware=hw).run()
     assert found(run) == [("a/r03/c04/nic2", "bad_cable")]
+
+
+def _lone_fleet() -> Topology:
+    # r01 (VR) and r02 (one HGX node) share a leaf: on rails 0-3 the HGX GPU is the only one
+    # of its link class under it; r03 and r04 (one node each) share the other leaf.
+    return Topology.build(FleetSpec(name="lone", regions=[RegionSpec(name="a", racks=[
+        RackGroup(template="vr-nvl72", count=1),
+        RackGroup(template="hgx-h100", count=3, nodes_per_rack=1)])]))
+
+
+def test_a_gpu_alone_of_its_link_class_under_a_leaf_is_still_tested() -> None:
+    topo = _lone_fleet()
+    clean = certify(topo, [])
+    assert found(clean) == [] and clean.gpus_passed == clean.gpus_total
+    run = certify(topo, [Fault(target="a/r02/n01/nic1", kind="bad_cable", severity=0.5)])
+    assert found(run) == [("a/r02/n01/nic1", "bad_cable")]
