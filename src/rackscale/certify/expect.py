@@ -72,11 +72,10 @@ def bottleneck(model: HardwareModel, fabric: Fabric, flat: np.ndarray,
 
 
 def learn(model: HardwareModel, fabric: Fabric, flat: np.ndarray, offsets: np.ndarray,
-          medians: np.ndarray, *, spec_eff: float | None,
-          prior: LearnedLinks | None = None) -> LearnedLinks:
+          medians: np.ndarray, *, spec_eff: float | None) -> LearnedLinks:
     """Efficiencies per link class from these groups' measured medians (see module doc).
-    A class learned from its own groups before keeps that figure unless these groups give
-    it one of its own."""
+    Nothing is kept from an earlier stage: trays of one domain share its switch trays, so a
+    class learned from them can carry a domain-wide fault that the domain test must see."""
     nominal = model.busbw(flat, offsets, nvlink=fabric == "nvlink")
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = medians / nominal
@@ -99,9 +98,6 @@ def learn(model: HardwareModel, fabric: Fabric, flat: np.ndarray, offsets: np.nd
         if len(mine) >= MIN_SAMPLES:
             out.eff[c], out.sigma[c] = _stats(mine)
             out.basis[c], out.samples[c] = "class", len(mine)
-        elif prior is not None and prior.basis[c] == "class":
-            out.eff[c], out.sigma[c] = prior.eff[c], prior.sigma[c]
-            out.basis[c], out.samples[c] = "class", prior.samples[c]
     return out
 
 

@@ -75,6 +75,16 @@ def split_by(values: np.ndarray, keys: np.ndarray, min_size: int = 2,
     return uniq[keep], [parts[i] for i in keep]
 
 
+def holding_scope(topo: Topology, gpus: np.ndarray) -> str:
+    """The smallest scope holding every GPU of a group: the component a shortfall that no
+    single part explains is blamed on (its rack, its region, else the fleet)."""
+    racks = np.unique(topo.gpu_rack[gpus])
+    if len(racks) == 1:
+        return topo.racks[int(racks[0])].id
+    regions = np.unique(topo.gpu_region[gpus])
+    return topo.regions[int(regions[0])] if len(regions) == 1 else topo.spec.name
+
+
 @dataclass(slots=True)
 class RunState:
     topo: Topology
@@ -112,14 +122,7 @@ class RunState:
         return self.model.gpu_spec(attr, gpus)
 
     def scope_of(self, gpus: np.ndarray) -> str:
-        """The smallest scope holding every GPU of a group: the component a shortfall that
-        no single part explains is blamed on (its rack, its region, else the fleet)."""
-        topo = self.topo
-        racks = np.unique(topo.gpu_rack[gpus])
-        if len(racks) == 1:
-            return topo.racks[int(racks[0])].id
-        regions = np.unique(topo.gpu_region[gpus])
-        return topo.regions[int(regions[0])] if len(regions) == 1 else topo.spec.name
+        return holding_scope(self.topo, gpus)
 
     def sample(self, probe: str, scope: Scope, n: int) -> Sampled:
         return self.campaign.sample(self.registry.create(probe, self.backend), scope, n)
@@ -174,8 +177,7 @@ class RunState:
         if learn:
             med = repeat_median(s.samples, s.error_mask)
             self.learned[fabric] = expect.learn(
-                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric],
-                prior=self.learned.get(fabric))
+                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric])
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
                              nvlink=fabric == "nvlink", spec_eff=SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, self.config.thresholds[probe]), s

@@ -36,7 +36,9 @@ app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps
 
 FleetOpt = typer.Option(None, "--fleet", help="Fleet spec YAML.")
 SeedOpt = typer.Option(None, "--seed", help="Built-in fleet (default seed-504 without --fleet).")
-JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: the whole fleet).")
+JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: its whole pool).")
+PoolOpt = typer.Option(None, "--pool", help="What the job runs on in a mixed fleet: a rack "
+                       "template or a GPU SKU (default: the largest by GPUs).")
 DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
 TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
 RngOpt = typer.Option(0, "--rng-seed", help="Random seed (same seed, same failures).")
@@ -84,8 +86,8 @@ def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
                        **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
 
 
-def _fleet(file: str | None, seed: str | None) -> FleetShape:
-    return FleetShape.from_spec(resolve_spec(file, seed, default_seed="seed-504"))
+def _fleet(file: str | None, seed: str | None, pool: str | None) -> FleetShape:
+    return FleetShape.from_spec(resolve_spec(file, seed, default_seed="seed-504"), pool)
 
 
 def _progress(disable: bool) -> Progress:
@@ -95,7 +97,8 @@ def _progress(disable: bool) -> Progress:
 
 @app.command("run")
 def run_cmd(
-    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
+    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, pool: str | None = PoolOpt,
+    job_gpus: int | None = JobOpt,
     days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
@@ -108,7 +111,7 @@ def run_cmd(
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
-    fleet = _fleet(fleet_file, seed)
+    fleet = _fleet(fleet_file, seed, pool)
     cfg = _config(fleet, locals())
     plan(cfg, fleet)  # bad shapes fail before the progress bar appears
     with _progress(as_json) as bar:
@@ -127,9 +130,13 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
     e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
     console.print(f"[bold]{SIMULATED}[/]")
     units = "domains" if r["align"] == "domain" else "trays"
+    where = f"fleet {r['fleet']} ({r['fleet_gpus']} GPUs)"
+    if r.get("pool_gpus", r["fleet_gpus"]) != r["fleet_gpus"]:
+        where = (f"pool {r['pool']} ({r['pool_gpus']} of the {r['fleet_gpus']} GPUs of fleet "
+                 f"{r['fleet']}; choose with --pool)")
     console.print(
         f"job {r['job_gpus']} GPUs ({r['units_job']} {units}, {r['units_spare']} spare) "
-        f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
+        f"on {where}, "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
@@ -165,7 +172,8 @@ def sweep_cmd(
                                help="Comma-separated values to try."),
     out: Path = typer.Option(Path(DEFAULT_DATA_DIR) / "sweeps", "--out",
                              help="Directory for the CSV and PNG."),
-    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
+    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, pool: str | None = PoolOpt,
+    job_gpus: int | None = JobOpt,
     days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
@@ -181,7 +189,7 @@ def sweep_cmd(
         vals = [float(v) for v in values.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
-    fleet = _fleet(fleet_file, seed)
+    fleet = _fleet(fleet_file, seed, pool)
     cfg = _config(fleet, locals())
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
