@@ -1,16 +1,15 @@
 """The lab's state file: the plan, every resource it created (recorded BEFORE creating it, so a
-crash midway leaves nothing unrecorded) and the faults applied. Written atomically (temp file,
-fsync, rename, directory fsync): a reader sees the old or the new state, never half of one."""
+crash midway leaves nothing unrecorded) and the faults applied. Written with durable.write_atomic
+(temp file, fsync, rename, directory fsync): a reader sees the old or the new state, whole."""
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.lab.plan import BridgePlan, LabPlan, RankPlan
 
@@ -98,24 +97,7 @@ class LabState:
         self.save()
 
     def save(self) -> None:
-        text = json.dumps(self.data, indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".lab-state.")
-        done = False
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            done = True
-        finally:
-            if not done:
-                Path(tmp).unlink(missing_ok=True)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
