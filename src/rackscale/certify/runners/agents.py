@@ -122,6 +122,8 @@ class AgentPool:
         for g in gpus:
             a = self.agents.get(g)
             if a is None or (a.proc.poll() is not None and a.dead_reason is None):
+                if a is not None:
+                    a.log.close()
                 env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
                 self.agents[g] = AgentProc(g, [*self.argv_for(g), sys.executable, AGENT], env)
                 self.started += 1
@@ -200,6 +202,8 @@ class AgentPool:
                     active.remove(job)
 
     def _start(self, job: Job, by_fd: dict[int, tuple[AgentProc, Job]]) -> None:
+        # ranks killed out of a failed test of this batch come back before their next one
+        self.ensure(list(job.commands))
         job.deadline = time.monotonic() + job.timeout_s
         for g in job.commands:
             a = self.agents[g]
