@@ -238,3 +238,27 @@ def test_a_gpu_alone_of_its_link_class_under_a_leaf_is_still_tested() -> None:
     assert found(clean) == [] and clean.gpus_passed == clean.gpus_total
     run = certify(topo, [Fault(target="a/r02/n01/nic1", kind="bad_cable", severity=0.5)])
     assert found(run) == [("a/r02/n01/nic1", "bad_cable")]
+
+
+def test_certify_run_cli_on_a_mixed_fleet_with_coolant_fault(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rackscale.cli import app
+
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text("name: mixed\nregions:\n  - name: gb\n    racks: [{template: gb200-nvl72, "
+                    "count: 2}]\n  - name: hx\n    racks: [{template: hgx-h100, count: 2}]\n")
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("faults:\n  - {target: gb/r02/cdu, kind: coolant_flow_low, "
+                      "severity: 0.5}\n")
+    common = ["--fleet", str(spec), "--db", f"sqlite:///{tmp_path}/r.db", "--out",
+              str(tmp_path / "f.jsonl"), "--json"]
+    clean = CliRunner().invoke(app, ["certify", "run", *common])
+    assert clean.exit_code == 0, clean.output
+    summary = json.loads(clean.stdout)
+    assert (summary["findings"], summary["gpus_healthy"]) == ([], 208), summary
+    hot = CliRunner().invoke(app, ["certify", "run", *common, "--faults", str(faults)])
+    assert hot.exit_code == 1, hot.output  # exit 1: something failed, and no traceback
+    assert json.loads(hot.stdout)["gpus_healthy"] == 208 - 72

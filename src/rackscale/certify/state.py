@@ -23,9 +23,6 @@ STAGES = (1, 2, 3, 4)
 # The collective probes and the fabric each one exercises (NVLink on / off).
 PROBE_FABRIC: dict[str, Fabric] = {"nvlink_allreduce": "nvlink",
                                    "scaleout_allreduce": "scaleout"}
-# Spec floors of all-reduce bus bandwidth as a share of nominal link rate, used where too few
-# groups exist to learn from: 80% of one-direction NVLink, 90% of NIC line rate.
-SPEC_EFFICIENCY: dict[Fabric, float] = {"nvlink": 0.8, "scaleout": 0.9}
 
 
 class LadderConfigError(UserError):
@@ -163,7 +160,7 @@ class RunState:
         """Bus bandwidth each group should reach: the hardware model on the learned rates."""
         g = Groups.of(groups)
         return expect.expected(self.model, self.learned, g.flat, g.offsets, nvlink=nvlink,
-                               spec_eff=SPEC_EFFICIENCY).reference
+                               spec_eff=expect.SPEC_EFFICIENCY).reference
 
     def judge_groups(self, probe: str, groups: list[np.ndarray], *, learn: bool,
                      ) -> tuple[Judgement, Sampled]:
@@ -177,9 +174,9 @@ class RunState:
         if learn:
             med = repeat_median(s.samples, s.error_mask)
             self.learned[fabric] = expect.learn(
-                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric])
+                self.model, fabric, g.flat, g.offsets, med, spec_eff=expect.SPEC_EFFICIENCY[fabric])
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
-                             nvlink=fabric == "nvlink", spec_eff=SPEC_EFFICIENCY)
+                             nvlink=fabric == "nvlink", spec_eff=expect.SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, self.config.thresholds[probe]), s
 
     def tester(self, probe: str) -> Tester:
