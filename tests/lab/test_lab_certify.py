@@ -20,7 +20,7 @@ from rackscale.faults import Fault
 from rackscale.fleet import Topology, load_fleet
 
 _why = lab_unavailable() or torch_missing()
-pytestmark = pytest.mark.skipif(_why is not None, reason=str(_why))
+pytestmark = [pytest.mark.skipif(_why is not None, reason=str(_why)), pytest.mark.slow]
 SEED = int(os.environ.get("RACKSCALE_LAB_SEED", random.randrange(1 << 16)))
 REPEATS = 3
 

@@ -21,7 +21,7 @@ from rackscale.faults import Fault
 from rackscale.fleet import Topology, load_fleet, slurm_node_name
 
 _why = lab_unavailable() or torch_missing() or available()
-pytestmark = pytest.mark.skipif(_why is not None, reason=str(_why))
+pytestmark = [pytest.mark.skipif(_why is not None, reason=str(_why)), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
