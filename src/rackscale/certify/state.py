@@ -41,6 +41,8 @@ class LadderConfig:
     # Verdict margins per probe: the twin's by default; noisier real hardware passes its own
     # (verdict.SHARED_CPU_THRESHOLDS for CPU ranks on a shared host).
     thresholds: dict[str, Thresholds] = field(default_factory=lambda: dict(THRESHOLDS))
+    # Certify only this region, rack or tray (day 2, after a repair); None = the whole fleet.
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         self.stages = tuple(sorted(set(self.stages)))

@@ -155,6 +155,8 @@ def run(
                                              "message size (default: 1 GiB twin, 4 MiB real)."),
     concurrency: int = typer.Option(3, "--concurrency", help="Groups tested at once (real)."),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition."),
+    scope: str | None = typer.Option(None, "--scope", help="Certify only this region, rack "
+                                     "or tray (e.g. after a repair)."),
     out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",
                             help="Findings JSON lines (appended)."),
     db: str | None = DbOption,
@@ -165,7 +167,7 @@ def run(
     topo = Topology.build(spec)
     store = Store(db)  # opened before the run: a bad --db fails fast
     if backend_name == "twin":
-        config = LadderConfig(stages=_stages(stages), repeats=repeats,
+        config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
                               message_bytes=message_bytes or 1 << 30)
         path = demo_faults_path() if faults == "demo" else faults
         ff = load_faults(path, topo) if path else None
@@ -175,7 +177,7 @@ def run(
         if faults:
             raise UserError("--faults applies to the twin; on real ranks faults are real: "
                             "inject them into the lab with `rackscale lab inject FILE`")
-        config = LadderConfig(stages=_stages(stages), repeats=repeats,
+        config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
                               message_bytes=message_bytes or 4 << 20,
                               thresholds=dict(SHARED_CPU_THRESHOLDS))
         from rackscale.cli.certify_real import real_runner
