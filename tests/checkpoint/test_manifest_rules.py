@@ -21,6 +21,7 @@ from rackscale.checkpoint.hashing import DEFAULT_ALGO, chunk_hashes, combine, di
 from rackscale.checkpoint.manifest import (
     MANIFEST_VERSION,
     ORDER,
+    TORCH_ITEMSIZE,
     CkptState,
     ItemEntry,
     Layout,
@@ -291,7 +292,8 @@ META_RULES = [
     ("torch attribute", 2, {"dtype": "load"}, "'load' is not a tensor dtype"),
     ("dtype not str", 1, {"dtype": 4}, "meta.dtype must be a dtype name"),
     ("unknown kind", 1, {"kind": "pickle"}, "meta.kind 'pickle' is unknown"),
-    ("negative dim", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
+    ("negative dims", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
+    ("minus one dim", 1, {"shape": [-1, -6]}, "meta.shape must be a list of sizes"),
     ("bool dim", 1, {"shape": [True, 6]}, "meta.shape must be a list of sizes"),
     ("shape not list", 1, {"shape": "6"}, "meta.shape must be a list of sizes"),
     ("no shape", 1, {"shape": None}, "meta.shape must be a list of sizes"),
@@ -316,6 +318,26 @@ def test_raw_bytes_have_no_shape_to_agree_with_and_scalars_have_one_element() ->
                           items=[item("x", b"\0" * 8, {"kind": "numpy", "dtype": "<i8",
                                                        "shape": []})], created_at=0)
     assert scalar.items[0].size == 8
+
+
+def test_torch_element_sizes_are_torch_s_own() -> None:
+    torch = pytest.importorskip("torch")
+    for name, size in TORCH_ITEMSIZE.items():
+        assert getattr(torch, name).itemsize == size, name
+
+
+def test_a_value_json_cannot_write_makes_a_manifest_unhashable() -> None:
+    raw = raw_of(sample())
+    text = json.dumps(raw).replace('"meta": {}', '"meta": {"scale": NaN}', 1)
+    with pytest.raises(ManifestInvalid, match=r"cannot be hashed \(Out of range float"):
+        Manifest.from_json(text)
+
+
+def test_a_latest_pointer_is_a_value() -> None:
+    import dataclasses
+    ptr = parse_latest(b'{"id": "a", "step": 1}')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ptr.step = 2  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
