@@ -26,7 +26,7 @@ from rackscale.simulate import (
     run,
     sweep,
 )
-from rackscale.simulate.report import payload, write_csv, write_png
+from rackscale.simulate.report import payload, sweep_payload, write_csv, write_png
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -111,11 +111,12 @@ def run_cmd(
     fleet = _fleet(fleet_file, seed)
     cfg = _config(fleet, locals())
     plan(cfg, fleet)  # bad shapes fail before the progress bar appears
+    store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, fleet, progress=lambda f: bar.update(task, completed=f))
-    if record:
-        Store(db).append_event(fleet.name, "simulate.run", payload(result),
+    if store is not None:
+        store.append_event(fleet.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
     if as_json:
         emit_json(result)
@@ -174,7 +175,9 @@ def sweep_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
-    as_json: bool = JsonOption,
+    record: bool = typer.Option(False, "--record", help="Store a simulate.sweep event (--db): "
+                                "the report's sweep section shows the latest one."),
+    db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Sweep one policy; report the optimum found beside the Young/Daly interval."""
     try:
@@ -183,6 +186,7 @@ def sweep_cmd(
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     fleet = _fleet(fleet_file, seed)
     cfg = _config(fleet, locals())
+    store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
         result = sweep(cfg, fleet, param, vals,
@@ -192,6 +196,10 @@ def sweep_cmd(
     write_csv(result, csv_path)
     write_png(result, png_path)
     result |= {"csv": str(csv_path), "png": str(png_path)}
+    if store is not None:
+        store.append_event(fleet.name, "simulate.sweep", sweep_payload(
+            result, fleet=fleet.name, job_gpus=cfg.job_gpus, days=cfg.days, trials=cfg.trials,
+            seed=cfg.seed), actor="cli", reason="rackscale simulate sweep")
     if as_json:
         emit_json(result)
         return

@@ -3,7 +3,7 @@
 Inputs (docs/contracts.md): the loaded fleet spec and the inventory, and the event log:
 `lifecycle.*` (latest `lifecycle.transition` per component is its state), the latest
 `certify.run` with its `certify.finding` and `certify.result` events, and the latest
-`simulate.run`. Missing events are not an error: the report says "not run".
+`simulate.run`, and the fleet's latest `simulate.sweep`. Missing events are not an error: the report says "not run".
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class StoreView:
     findings: list[Event] = field(default_factory=list)
     results: list[Event] = field(default_factory=list)
     simulate_run: Event | None = None
+    simulate_sweep: Event | None = None  # the latest policy sweep of this fleet
     last_seq: int = 0
 
     def state_of(self, cid: str) -> str | None:
@@ -93,6 +94,9 @@ def collect(store: Store, *, fleet: str | None = None) -> StoreView:
         view.findings = _of_run(store.events(kind="certify.finding"), run_id)
         view.results = _of_run(store.events(kind="certify.result"), run_id)
     view.simulate_run = _latest(store, "simulate.run")
+    sweeps = store.events(kind="simulate.sweep", component_id=spec.name, newest_first=True,
+                          limit=1)
+    view.simulate_sweep = sweeps[0] if sweeps else None
     newest = store.events(newest_first=True, limit=1)
     view.last_seq = newest[0].seq if newest else 0
     return view
