@@ -11,8 +11,6 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from rackscale.cli import app
-
 runner = CliRunner()
 
 

@@ -3,7 +3,8 @@
 Inputs (docs/contracts.md): the loaded fleet spec and the inventory, and the event log:
 `lifecycle.*` (latest `lifecycle.transition` per component is its state), the latest
 `certify.run` with its `certify.finding` and `certify.result` events, and the latest
-`simulate.run`, and the fleet's latest `simulate.sweep`. Missing events are not an error: the report says "not run".
+`simulate.run`, and the fleet's latest `simulate.sweep`. Missing events are not an error: the
+report says "not run".
 """
 
 from __future__ import annotations
