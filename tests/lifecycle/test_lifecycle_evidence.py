@@ -28,14 +28,14 @@ def _ok(args: list[str]) -> str:
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, Path]:
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'lc.db'}"
-    _ok(["fleet", "load", "--seed", "seed-504", "--db", db])
+    _ok(["fleet", "load", "--fleet", "seed-504", "--db", db])
     return db, str(tmp_path / "plant.json"), tmp_path
 
 
 def _certify(db: str, tmp: Path, faults: str | None = None) -> None:
     extra = ["--faults", faults] if faults else []
-    _ok(["certify", "run", "--seed", "seed-504", "--db", db, "--out",
-         str(tmp / "findings.jsonl"), "--json", *extra])
+    _ok(["certify", "run", "--fleet", "seed-504", "--db", db, "--out",
+         str(tmp), "--json", *extra])
 
 
 def _run_to_production(db: str, plant: str) -> None:

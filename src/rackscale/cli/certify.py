@@ -23,7 +23,16 @@ from rackscale.certify import (
     store_run,
     write_jsonl,
 )
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import (
+    DbOption,
+    FleetOption,
+    JsonOption,
+    console,
+    emit_json,
+    noun,
+    out_dir_option,
+    seed_option,
+)
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
 
 app = noun("Certify hardware: the staged ladder, single probes, findings.")
+FINDINGS_FILE = "findings.jsonl"
 
 
 def _stages(text: str) -> tuple[int, ...]:
@@ -128,20 +138,18 @@ def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:
 
 @app.command()
 def run(
-    fleet: str | None = typer.Option(None, "--fleet", help="Fleet spec YAML."),
-    seed: str | None = typer.Option(None, "--seed", help="Built-in fleet (seed-504)."),
-    faults: str | None = typer.Option(None, "--faults", help="Faults file the twin applies "
-                                      "('demo' = the shipped demo faults)."),
+    fleet: str | None = FleetOption,
+    faults: str | None = typer.Option(None, "--faults", metavar="FILE", help="Faults file the "
+                                      "twin applies ('demo' = the shipped demo faults)."),
     stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, e.g. 1,2,3,4."),
-    twin_seed: int = typer.Option(7, "--twin-seed", help="Random seed of the digital twin."),
+    twin_seed: int = seed_option(7, "the digital twin"),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
-    out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",
-                            help="Findings JSON lines (appended)."),
+    out: str = out_dir_option(DEFAULT_DATA_DIR, f"{FINDINGS_FILE} (appended)"),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Certify a fleet on the digital twin; exit 1 when anything fails."""
-    spec = resolve_spec(fleet, seed)
+    spec = resolve_spec(fleet, db)
     config = LadderConfig(stages=_stages(stages), repeats=repeats)
     topo = Topology.build(spec)
     path = demo_faults_path() if faults == "demo" else faults
@@ -149,7 +157,7 @@ def run(
     store = Store(db)  # opened before the run: a bad --db fails fast
     result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
                         show_progress=not as_json)
-    _save(store, result, Path(out))
+    _save(store, result, Path(out) / FINDINGS_FILE)
     if as_json:
         emit_json(result.summary() | {"findings": [f.as_dict() for f in result.findings]})
     else:
@@ -253,7 +261,7 @@ def findings(
     runs = store.events(kind="certify.run", newest_first=True)
     if not runs:
         raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
-                        "run --seed seed-504 --faults demo` first")
+                        "run --faults demo` first")
     chosen = next((r for r in runs if r.payload.get("run_id") == run_id), None) if run_id \
         else runs[0]
     if chosen is None:
@@ -284,7 +292,7 @@ def step_certify(ctx: DemoContext) -> None:
     console.print(f"faults file: {path} ({len(ff.faults)} faults injected into the twin)")
     result = run_ladder(ctx.topo, ff, twin_seed=ctx.seed, config=LadderConfig(),
                         faults_file=path, show_progress=True)
-    _save(ctx.store, result, ctx.data_dir / "findings.jsonl")
+    _save(ctx.store, result, ctx.data_dir / FINDINGS_FILE)
     print_findings(result)
     ctx.results["certify"] = result.summary() | {
         "failed_components": result.failed_components,

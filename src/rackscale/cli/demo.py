@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from rackscale.cli._common import DbOption, console
+from rackscale.cli._common import DbOption, console, seed_option
 from rackscale.cli.certify import step_certify
 from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
@@ -63,7 +61,7 @@ STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
 
 def demo(
     db: str | None = DbOption,
-    seed: int = typer.Option(7, "--seed", help="Random seed of the digital twin."),
+    seed: int = seed_option(7, "the digital twin, the checkpoint data and the simulation"),
 ) -> None:
     """Run the main job on the seed fleet, on the embedded defaults."""
     t0 = time.perf_counter()

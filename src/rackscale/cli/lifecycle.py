@@ -14,10 +14,19 @@ import typer
 from rich.table import Table
 from sqlalchemy import select
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    console,
+    emit_json,
+    err_console,
+    noun,
+    seed_option,
+)
+from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
-from rackscale.fleet import FleetSpec, Topology
+from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     Controller,
     CoolingDriver,
@@ -40,7 +49,7 @@ from rackscale.lifecycle import (
     transition,
 )
 from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
-from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
+from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
@@ -56,20 +65,15 @@ FaultsOption = typer.Option(
     None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
     "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
     "instead of the simulated plant. Simulated figures either way.", show_default=False)
-TwinSeedOption = typer.Option(7, "--twin-seed", help="Random seed of the digital twin.")
-
-
-class NoFleet(UserError):
-    pass
+TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
 
 def fleet_topology(store: Store) -> Topology:
-    with store.session() as s:
-        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
-    if row is None:
-        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --seed "
-                      "seed-504` first")
-    return Topology.build(FleetSpec.model_validate(row.spec))
+    spec = loaded_spec(store)
+    if spec is None:
+        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --fleet "
+                      "seed-504` (or --fleet FILE) first")
+    return Topology.build(spec)
 
 
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
@@ -253,7 +257,7 @@ def run(
         set_goal(store, list(ctl.targets), goal)
     if faults and not as_json:
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
-                      f"twin seed {twin_seed}")
+                      f"seed {twin_seed}")
 
     def triage() -> None:
         """Certification findings recorded since the last look move their parts to triage

@@ -11,7 +11,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun, out_dir_option
 from rackscale.errors import UserError
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
@@ -29,8 +29,8 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
-StageOption = typer.Option(["domain"], "--stage", help="Certification stage every domain must "
-                           "have passed for the job shape (repeat for several).")
+StageOption = typer.Option(["domain"], "--stages", help="Certification stages every domain "
+                           "must have passed for the job shape, e.g. gpu,domain.")
 
 
 class ReportFileError(UserError):
@@ -40,6 +40,8 @@ class ReportFileError(UserError):
 def _shape(gpus: int, stages: list[str]) -> Any:
     from rackscale.report import JobShape
 
+    # comma lists, as `certify run --stages` takes them (repeating the option works too)
+    stages = [x.strip() for item in stages for x in item.split(",") if x.strip()]
     name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
     return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
 
@@ -110,8 +112,7 @@ def _figure(step: dict[str, Any]) -> str:
 @app.command()
 def build(
     db: str | None = DbOption,
-    out: Path = typer.Option(Path(DEFAULT_OUT), "--out", help="Directory for report.html and "
-                             "report.json."),
+    out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
     stage: list[str] = StageOption,
     as_json: bool = JsonOption,

@@ -57,7 +57,7 @@ def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | Non
     if not rows:
         raise ReportInputError(
             f"no fleet is loaded in {store.safe_url}; load one with `rackscale fleet load "
-            "--seed seed-504` or run `rackscale demo`")
+            "--fleet seed-504` or run `rackscale demo`")
     if fleet is None:
         # The most recently loaded fleet is the one the inventory matches.
         fleet = next((e.component_id for e in loaded if e.component_id in rows), None)

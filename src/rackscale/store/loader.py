@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
+from rackscale.fleet.spec import FleetSpec
 from rackscale.fleet.topology import RACK, Topology
 from rackscale.store.db import NewEvent, Store
 from rackscale.store.schema import ComponentRow, FleetRow
@@ -129,3 +130,11 @@ def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
             fleet_row.spec = spec
             fleet_row.loaded_at = now
     return result
+
+
+def loaded_spec(store: Store) -> FleetSpec | None:
+    """The fleet most recently loaded into `store` (the one its inventory matches), or None.
+    Commands that take `--fleet` default to it."""
+    with store.session() as s:
+        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
+    return None if row is None else FleetSpec.model_validate(row.spec)
