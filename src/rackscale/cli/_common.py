@@ -17,7 +17,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 DbOption = typer.Option(
-    None, "--db", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
+    None, "--db", metavar="URL", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
     "rackscale.db; PostgreSQL: postgresql+psycopg://user@host/db).", show_default=False,
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")

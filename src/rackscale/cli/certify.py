@@ -201,7 +201,7 @@ def _timed(fn: Any) -> float:
 
 @app.command()
 def probe(
-    name: str = typer.Argument(..., help="gemm | hbm | allreduce"),
+    name: str = typer.Argument(..., metavar="PROBE", help="gemm | hbm | allreduce"),
     backend_name: str = typer.Option("real", "--backend", help="real (this machine, "
                                      "PyTorch) or twin (seed fleet's first GPUs)."),
     size: int = typer.Option(16 << 20, "--size", help="All-reduce message size, bytes."),

@@ -37,6 +37,9 @@ ConfigOption = typer.Option(None, "--config", metavar="FILE", help="Tiers config
                             "region of the fleet loaded in --db.")
 
 
+CkptArg = typer.Argument("latest", metavar="CKPT", help="Checkpoint id, or latest.")
+
+
 def _cfg(config: Path | None, db: str | None) -> TiersConfig:
     """--config, else the directory default with one tier per region of the fleet loaded in
     --db (the seed fleet's two regions when none is loaded)."""
@@ -99,7 +102,7 @@ def ls(config: Path | None = ConfigOption, db: str | None = DbOption,
 
 
 @app.command("show")
-def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
+def show(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
          db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """One checkpoint: manifest, items, per-chunk hashes, state times, tiers."""
     tiers = Tiers(_cfg(config, db))
@@ -128,7 +131,7 @@ def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOp
 
 
 @app.command("verify")
-def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
+def verify(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
            tier: str | None = typer.Option(None, "--tier", help="Only this tier."),
            db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Check every chunk of every tier's copy against the manifest (changes nothing).
@@ -156,7 +159,7 @@ def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = Config
 
 
 @app.command("restore")
-def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
+def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
             out: Path | None = typer.Option(None, "--out", metavar="DIR", help="Directory to "
                                             "copy the restored files into (created when "
                                             "missing)."),

@@ -137,8 +137,8 @@ def load(
 
 @app.command()
 def path(
-    a: str = typer.Argument(..., help="GPU id, e.g. us-east/r01/c01/gpu0"),
-    b: str = typer.Argument(..., help="GPU id"),
+    a: str = typer.Argument(..., metavar="GPU", help="GPU id, e.g. us-east/r01/c01/gpu0"),
+    b: str = typer.Argument(..., metavar="GPU", help="GPU id"),
     fleet: str | None = FleetOption,
     db: str | None = DbOption,
     as_json: bool = JsonOption,
@@ -154,7 +154,8 @@ def path(
 
 @app.command()
 def affects(
-    component: str = typer.Argument(..., help="Component id (switch, NIC, leaf, CDU, ...)."),
+    component: str = typer.Argument(..., metavar="ID",
+                                    help="Component id (switch, NIC, leaf, CDU, ...)."),
     fleet: str | None = FleetOption,
     db: str | None = DbOption,
     as_json: bool = JsonOption,

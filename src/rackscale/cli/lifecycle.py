@@ -57,14 +57,16 @@ if TYPE_CHECKING:
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
 PlantOption = typer.Option(
-    None, "--plant", help="Simulated plant state file (default: rackscale-data/"
+    None, "--plant", metavar="FILE", help="Simulated plant state file (default: rackscale-data/"
     "lifecycle-plant.json next to the default database).", show_default=False)
-RedfishOption = typer.Option(None, "--redfish", help="Redfish base URL: power through real BMCs.")
-SlurmOption = typer.Option(None, "--slurm-conf", help="slurm.conf: drain/resume in real Slurm.")
+RedfishOption = typer.Option(None, "--redfish", metavar="URL",
+                             help="Redfish base URL: power through real BMCs.")
+SlurmOption = typer.Option(None, "--slurm-conf", metavar="FILE",
+                           help="slurm.conf: drain/resume in real Slurm.")
 FaultsOption = typer.Option(
-    None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
-    "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
-    "instead of the simulated plant. Simulated figures either way.", show_default=False)
+    None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
+    "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
+    "flapping) instead of the simulated plant. Simulated figures either way.", show_default=False)
 TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
 

@@ -29,7 +29,7 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
-StageOption = typer.Option(["domain"], "--stages", help="Certification stages every domain "
+StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
                            "must have passed for the job shape, e.g. gpu,domain.")
 
 
@@ -37,11 +37,10 @@ class ReportFileError(UserError):
     pass
 
 
-def _shape(gpus: int, stages: list[str]) -> Any:
+def _shape(gpus: int, stages_text: str) -> Any:
     from rackscale.report import JobShape
 
-    # comma lists, as `certify run --stages` takes them (repeating the option works too)
-    stages = [x.strip() for item in stages for x in item.split(",") if x.strip()]
+    stages = [x.strip() for x in stages_text.split(",") if x.strip()]  # as certify --stages
     name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
     return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
 
@@ -114,13 +113,13 @@ def build(
     db: str | None = DbOption,
     out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Write report.html (self-contained) and report.json from the store."""
     from rackscale.report import build_report
 
-    built = build_report(Store(db), out, shape=_shape(shape_gpus, stage))
+    built = build_report(Store(db), out, shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
                    "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
@@ -134,13 +133,13 @@ def build(
 def show(
     db: str | None = DbOption,
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
     from rackscale.report import report_document
 
-    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stage))
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
                    "ledger": doc["ledger"], "reasons": doc["reasons"],
@@ -150,7 +149,9 @@ def show(
 
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -> None:
+def validate(
+    file: Path = typer.Argument(..., metavar="FILE", help="A report.json to check."),
+) -> None:
     """Check a report.json against the published JSON Schema (exit 2 when it does not match)."""
     try:
         import jsonschema
