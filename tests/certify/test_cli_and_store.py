@@ -65,7 +65,7 @@ def test_healthy_fleet_exits_0(tmp_path: Path) -> None:
                               "--db", f"sqlite:///{tmp_path}/r.db", "--out",
                               str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert "GPUs healthy: 504/504" in res.output
+    assert "GPUs clear of findings: 504/504" in res.output
 
 
 def test_bad_stage_and_unknown_probe_exit_2(tmp_path: Path) -> None:

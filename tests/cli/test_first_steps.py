@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,27 @@ def test_checkpoint_tiers_follow_the_loaded_fleet(tmp_path: Path, monkeypatch) -
     for region in ("eu-north", "ap-south", "sa-east"):
         assert region in r.output
     assert "us-east" not in r.output and "us-west" not in r.output
+
+
+def test_demo_has_one_meaning_of_healthy(tmp_path: Path) -> None:
+    """A count called "healthy" means one thing in the demo's output: the certify step's
+    count of GPUs outside every finding's blast radius has its own name."""
+    env = {**os.environ, "COLUMNS": "100"}
+    env.pop("RACKSCALE_DB", None)
+    proc = subprocess.run([sys.executable, "-m", "rackscale", "demo"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    clear = re.search(r"GPUs clear of findings: (\d+)/504", out)
+    assert clear is not None, out
+    # a count labelled healthy: "healthy: 320/504", "healthy    344  ..." (not "healthy 72-GPU")
+    healthy = {int(m.group(1)) for m in re.finditer(r"\bhealthy:?\s+(\d+)(?=/|\s)", out)}
+    ledger = re.search(r"4\. healthy\s+(\d+)", out)
+    assert ledger is not None, out
+    assert healthy == {int(ledger.group(1))}, healthy
+    assert int(clear.group(1)) != int(ledger.group(1))  # two counts, two names
+    # the report is where the demo says, under the directory it ran in
+    where = re.search(r"report: (\S+report\.html)", out.replace("\n", ""))
+    assert where is not None and Path(where.group(1)) == \
+        tmp_path / "rackscale-data" / "report" / "report.html"
+    assert Path(where.group(1)).is_file()
