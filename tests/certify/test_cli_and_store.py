@@ -34,7 +34,8 @@ def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) ->
     run = store.events(kind="certify.run")[0]
     assert run.component_id == "seed-504"
     for key in ("run_id", "backend", "seed", "faults_file", "stages", "collective_tests",
-                "allpairs_tests", "campaign_s", "gpus_total", "gpus_healthy", "findings"):
+                "allpairs_tests", "campaign_s", "gpus_total", "gpus_clear", "gpus_healthy",
+                "findings"):
         assert key in run.payload
     findings = store.events(kind="certify.finding")
     assert {e.component_id for e in findings} == {e.payload["component"] for e in findings}
