@@ -169,7 +169,8 @@ def _scalar(node: yaml.Node, budget: _Budget) -> Any:
     try:
         return budget.loader.construct_object(node, deep=True)
     except yaml.YAMLError as err:
-        raise _fail(budget, node, f"cannot read this value ({getattr(err, 'problem', err)})")
+        problem = getattr(err, "problem", None) or err
+        raise _fail(budget, node, f"cannot read this value ({problem})") from None
 
 
 def load_yaml_data(text: str, filename: str, *,

@@ -44,7 +44,8 @@ _switchlike = st.one_of(
 def test_every_accepted_spec_keeps_every_rack(names: list[str], auto: int) -> None:
     """Over random rack names (many shaped like switch ids): a spec is refused, or every rack
     it names gets its own id and survives into the inventory."""
-    groups = f"[{{template: hgx-h100, names: [{', '.join(repr(n) for n in names)}], nodes_per_rack: 1}}"
+    quoted = ", ".join(repr(n) for n in names)
+    groups = f"[{{template: hgx-h100, names: [{quoted}], nodes_per_rack: 1}}"
     groups += f", {{template: hgx-h100, count: {auto}, nodes_per_rack: 1}}]" if auto else "]"
     try:
         fleet = parse_fleet(spec(groups, extra="network: {spines_per_region: 10}\n"))
