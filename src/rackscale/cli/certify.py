@@ -20,6 +20,7 @@ from rackscale.certify import (
     LadderConfig,
     Scope,
     TwinBackend,
+    parse_stages,
     store_run,
     write_jsonl,
 )
@@ -37,10 +38,7 @@ app = noun("Certify hardware: the staged ladder, single probes, findings.")
 
 
 def _stages(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in text.replace(" ", "").split(",") if s)
-    except ValueError:
-        raise UserError(f"--stages {text!r}: give stage numbers like 1,2,3,4") from None
+    return parse_stages([text], "--stages")
 
 
 def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
@@ -132,7 +130,8 @@ def run(
     seed: str | None = typer.Option(None, "--seed", help="Built-in fleet (seed-504)."),
     faults: str | None = typer.Option(None, "--faults", help="Faults file the twin applies "
                                       "('demo' = the shipped demo faults)."),
-    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, e.g. 1,2,3,4."),
+    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, by number or "
+                               "name: 1,2,3,4 or gpu,tray,domain,multi-rack."),
     twin_seed: int = typer.Option(7, "--twin-seed", help="Random seed of the digital twin."),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
     out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",

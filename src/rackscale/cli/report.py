@@ -30,7 +30,8 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
 StageOption = typer.Option(["domain"], "--stage", help="Certification stage every domain must "
-                           "have passed for the job shape (repeat for several).")
+                           "have passed for the job shape: gpu, tray, domain, multi-rack (or "
+                           "1-4; repeat for several).")
 
 
 class ReportFileError(UserError):

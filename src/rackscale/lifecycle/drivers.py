@@ -15,8 +15,10 @@ on across controller restarts (the kill -9 test relies on it, as a real rack wou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
+from rackscale.inputs import read_text
 
 # ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can
 # no longer carry the rack's heat at the design rise.
@@ -141,12 +144,25 @@ class SimPlant:
 
     @classmethod
     def load(cls, path: Path, *, clock: Callable[[], float] = time.time) -> SimPlant:
-        d = json.loads(path.read_text())
-        return cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
-                   inlet_c=d["inlet_c"], valve_open=d["valve_open"],
-                   leaks={k: set(v) for k, v in d["leaks"].items()},
-                   critical=set(d["critical"]), nominal_flow=d["nominal_flow"], path=path,
-                   clock=clock, power_on_latency_s=d.get("power_on_latency_s", 0.0))
+        try:
+            d = json.loads(read_text(path, "simulated plant state", error=DriverError))
+            plant = cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
+                        inlet_c=d["inlet_c"], valve_open=d["valve_open"],
+                        leaks={k: set(v) for k, v in d["leaks"].items()},
+                        critical=set(d["critical"]), nominal_flow=d["nominal_flow"],
+                        path=path, clock=clock,
+                        power_on_latency_s=float(d.get("power_on_latency_s", 0.0)))
+            if not all(isinstance(x, dict) for x in (plant.power, plant.caps, plant.flow_lpm,
+                                                    plant.inlet_c, plant.valve_open,
+                                                    plant.nominal_flow)):
+                raise TypeError("a section is not a mapping")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise DriverError(
+                f"{path}: the simulated plant state is damaged ({type(err).__name__}: {err}). "
+                "It holds only simulated power and coolant state: move it aside (or delete "
+                "it) to start from a fresh plant, or give another --plant file"
+            ) from None
+        return plant
 
     def save(self) -> None:
         if self.path is None:
@@ -158,9 +174,19 @@ class SimPlant:
             "critical": sorted(self.critical), "nominal_flow": self.nominal_flow,
             "power_on_latency_s": self.power_on_latency_s,
         }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(d))
-        os.replace(tmp, self.path)  # atomic: a kill -9 leaves the old or the new file
+        # A temporary name of our own (two commands may share one plant file): the rename is
+        # atomic, so a kill -9 or a concurrent writer leaves the old or a whole new file.
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(d))
+            os.replace(tmp, self.path)
+            tmp = ""
+        finally:
+            if tmp:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
 
     def rack_known(self, rack: str) -> None:
         if rack not in self.nominal_flow:
