@@ -10,11 +10,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+from typer._click.exceptions import UsageError  # typer vendors click; no public alias
 from typer.core import TyperGroup
 
 from rackscale.errors import UserError
@@ -84,7 +84,7 @@ class RackscaleGroup(TyperGroup):
             err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
                               soft_wrap=True)
             raise typer.Exit(err.exit_code) from None
-        except click.UsageError as err:
+        except UsageError as err:
             if as_json:
                 error_json(err.format_message(), err.exit_code, "usage")
             raise
