@@ -10,6 +10,7 @@ the cap and what to do. This module imports nothing of rackscale but errors, so 
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -184,3 +185,38 @@ def read_yaml_data(path: str | os.PathLike[str], what: str, *,
                    error: type[UserError] = InputError) -> Any:
     return load_yaml_data(read_text(path, what, error=error), os.fspath(path), error=error)
 
+
+
+def load_json(text: str, filename: str, *, error: type[UserError] = InputError) -> Any:
+    """Plain data of a JSON text: syntax errors name the line; NaN/Infinity (not JSON) and
+    nesting past the depth budget are errors."""
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    try:
+        data = json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as err:
+        raise error(f"{filename}:{err.lineno}: not valid JSON ({err.msg}); fix the file or "
+                    "write it again") from None
+    except ValueError as err:
+        raise error(f"{filename}: {err}; write null or a number") from None
+    except RecursionError:
+        raise error(f"{filename}: nested too deeply to read") from None
+    if _depth(data) > MAX_DEPTH:
+        raise error(f"{filename}: nested more than {MAX_DEPTH} levels deep; no file of ours "
+                    "nests like that")
+    return data
+
+
+def _depth(data: Any) -> int:
+    best, stack = 0, [(data, 0)]
+    while stack:
+        value, d = stack.pop()
+        best = max(best, d)
+        if best > MAX_DEPTH:
+            break
+        if isinstance(value, dict):
+            stack.extend((v, d + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, d + 1) for v in value)
+    return best

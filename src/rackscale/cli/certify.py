@@ -24,7 +24,15 @@ from rackscale.certify import (
     store_run,
     write_jsonl,
 )
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    check_out_file,
+    console,
+    emit_json,
+    noun,
+    plain,
+)
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
@@ -35,6 +43,11 @@ if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
 
 app = noun("Certify hardware: the staged ladder, single probes, findings.")
+
+# `certify probe` runs every rank as a process on this machine and holds the message in each:
+# past these it exhausts the machine instead of measuring it.
+MAX_PROBE_WORLD = 64
+MAX_PROBE_BYTES = 1 << 31
 
 
 def _stages(text: str) -> tuple[int, ...]:
@@ -132,7 +145,8 @@ def run(
                                       "('demo' = the shipped demo faults)."),
     stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, by number or "
                                "name: 1,2,3,4 or gpu,tray,domain,multi-rack."),
-    twin_seed: int = typer.Option(7, "--twin-seed", help="Random seed of the digital twin."),
+    twin_seed: int = typer.Option(7, "--twin-seed", min=0,
+                                  help="Random seed of the digital twin."),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
     out: str = typer.Option(f"{DEFAULT_DATA_DIR}/findings.jsonl", "--out",
                             help="Findings JSON lines (appended)."),
@@ -142,6 +156,7 @@ def run(
     """Certify a fleet on the digital twin; exit 1 when anything fails."""
     spec = resolve_spec(fleet, seed)
     config = LadderConfig(stages=_stages(stages), repeats=repeats)
+    check_out_file(out)  # every check that can fail runs before the ladder
     topo = Topology.build(spec)
     path = demo_faults_path() if faults == "demo" else faults
     ff = load_faults(path, topo) if path else None
@@ -195,8 +210,10 @@ def probe(
     name: str = typer.Argument(..., help="gemm | hbm | allreduce"),
     backend_name: str = typer.Option("real", "--backend", help="real (this machine, "
                                      "PyTorch) or twin (seed fleet's first GPUs)."),
-    size: int = typer.Option(16 << 20, "--size", help="All-reduce message size, bytes."),
-    world: int = typer.Option(2, "--world", help="All-reduce ranks (>= 2)."),
+    size: int = typer.Option(16 << 20, "--size", min=1024, max=MAX_PROBE_BYTES,
+                             help="All-reduce message size, bytes."),
+    world: int = typer.Option(2, "--world", min=2, max=MAX_PROBE_WORLD,
+                              help="All-reduce ranks (each one a local process)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Run one probe here and print the figure against this machine's achievable peak."""
@@ -248,7 +265,7 @@ def findings(
     as_json: bool = JsonOption,
 ) -> None:
     """Findings of a certification run, from the store."""
-    store = Store(db)
+    store = Store(db, readonly=True)
     runs = store.events(kind="certify.run", newest_first=True)
     if not runs:
         raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
@@ -269,7 +286,7 @@ def findings(
     _columns(table)
     for f in rows:
         kind = f"flapping ({f['evidence'].get('of')})" if f["kind"] == "flapping" else f["kind"]
-        table.add_row(f["component"], kind, str(f["stage"]),
+        table.add_row(plain(f["component"]), plain(kind), str(f["stage"]),
                       escape(_evidence_text(f["evidence"])), f"{f['confidence']:.2f}")
     console.print(table)
     console.print(f"{len(rows)} findings; GPUs healthy {chosen.payload.get('gpus_healthy')}/"

@@ -80,9 +80,12 @@ def load(
     file: str | None = typer.Argument(None, help="Fleet spec YAML."),
     seed: str | None = SeedOption,
     db: str | None = DbOption,
+    replace: bool = typer.Option(False, "--replace", help="Replace another fleet the store "
+                                 "already holds (its components are deleted, its events kept)."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed."""
+    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed. A store
+    that holds another fleet is refused unless --replace."""
     spec = resolve_spec(file, seed)  # validation first: nothing is written on a bad spec
     topo = Topology.build(spec)
     store = Store(db)
@@ -90,7 +93,7 @@ def load(
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("load", total=None)
-        result = load_topology(store, topo, reason=f"fleet load {file or seed}",
+        result = load_topology(store, topo, reason=f"fleet load {file or seed}", replace=replace,
                                progress=lambda d, t: bar.update(task, completed=d, total=t))
     if as_json:
         emit_json(result.as_dict() | {"db": store.safe_url})

@@ -13,7 +13,14 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    check_out_dir,
+    console,
+    emit_json,
+    noun,
+)
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.simulate import (
@@ -39,7 +46,7 @@ SeedOpt = typer.Option(None, "--seed", help="Built-in fleet (default seed-504 wi
 JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: the whole fleet).")
 DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
 TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
-RngOpt = typer.Option(0, "--rng-seed", help="Random seed (same seed, same failures).")
+RngOpt = typer.Option(0, "--rng-seed", min=0, help="Random seed (same seed, same failures).")
 ModelOpt = typer.Option("llama3", "--failure-model",
                         help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
 IntervalOpt = typer.Option(30.0, "--ckpt-interval", help="Checkpoint interval, minutes.")
@@ -111,11 +118,12 @@ def run_cmd(
     fleet = _fleet(fleet_file, seed)
     cfg = _config(fleet, locals())
     plan(cfg, fleet)  # bad shapes fail before the progress bar appears
+    store = Store(db) if record else None  # a read-only or locked --db fails before the run
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, fleet, progress=lambda f: bar.update(task, completed=f))
-    if record:
-        Store(db).append_event(fleet.name, "simulate.run", payload(result),
+    if store is not None:
+        store.append_event(fleet.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
     if as_json:
         emit_json(result)
@@ -127,8 +135,12 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
     e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
     console.print(f"[bold]{SIMULATED}[/]")
     units = "domains" if r["align"] == "domain" else "trays"
+    alloc = r.get("job_gpus_allocated", r["job_gpus"])
+    # The job holds whole units: say so when that rounds the request up (100 -> 144 GPUs).
+    job = (f"{r['job_gpus']} GPUs" if alloc == r["job_gpus"] else
+           f"{r['job_gpus']} GPUs requested, {alloc} allocated as whole {units}")
     console.print(
-        f"job {r['job_gpus']} GPUs ({r['units_job']} {units}, {r['units_spare']} spare) "
+        f"job {job} ({r['units_job']} {units}, {r['units_spare']} spare) "
         f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
@@ -181,6 +193,7 @@ def sweep_cmd(
         vals = [float(v) for v in values.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
+    check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     fleet = _fleet(fleet_file, seed)
     cfg = _config(fleet, locals())
     with _progress(as_json) as bar:

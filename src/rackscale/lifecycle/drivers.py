@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
-from rackscale.inputs import read_text
+from rackscale.inputs import InputError, read_text
 
 # ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can
 # no longer carry the rack's heat at the design rise.
@@ -145,7 +145,7 @@ class SimPlant:
     @classmethod
     def load(cls, path: Path, *, clock: Callable[[], float] = time.time) -> SimPlant:
         try:
-            d = json.loads(read_text(path, "simulated plant state", error=DriverError))
+            d = json.loads(read_text(path, "simulated plant state"))
             plant = cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
                         inlet_c=d["inlet_c"], valve_open=d["valve_open"],
                         leaks={k: set(v) for k, v in d["leaks"].items()},
@@ -156,7 +156,7 @@ class SimPlant:
                                                     plant.inlet_c, plant.valve_open,
                                                     plant.nominal_flow)):
                 raise TypeError("a section is not a mapping")
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
+        except (InputError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise DriverError(
                 f"{path}: the simulated plant state is damaged ({type(err).__name__}: {err}). "
                 "It holds only simulated power and coolant state: move it aside (or delete "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,13 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, func, insert, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
@@ -26,6 +33,10 @@ from rackscale.store.schema import Base, ComponentRow, EventRow
 
 class StoreError(UserError):
     pass
+
+
+class ConcurrentChange(StoreError):
+    """Another process wrote the same rows in the same moment; running again is safe."""
 
 
 DEFAULT_DATA_DIR = "rackscale-data"
@@ -199,12 +210,21 @@ class Store:
         """One clear message for what a database can refuse, with passwords masked."""
         text = self._mask(str(err.orig))
         low = text.lower()
+        # A unique key taken between our read and our write, or (SQLite WAL) a write from a
+        # snapshot another writer has moved past (SQLITE_BUSY_SNAPSHOT, 517): a race, not a
+        # broken database.
+        if (isinstance(err, IntegrityError) and "unique" in low) or \
+                getattr(err.orig, "sqlite_errorcode", None) == 517:
+            return ConcurrentChange(
+                f"another process changed {self.safe_url} at the same moment ({text}); "
+                "nothing of this command was written, run it again")
         if "locked" in low or "busy" in low:
             return StoreError(
                 f"database {self.safe_url} is locked by another process (waited "
                 f"{lock_timeout_s():g} s, ${LOCK_TIMEOUT_ENV}); retry when it finishes, or "
                 "stop the other rackscale command")
-        if "readonly" in low or "read-only" in low or "read only" in low:
+        if "readonly" in low or "read-only" in low or "read only" in low or \
+                ("unable to open" in low and not self._sqlite_dir_writable()):
             return StoreError(
                 f"database {self.safe_url} is read-only ({text}); fix its permissions or give "
                 "a writable --db. Nothing was written.")
@@ -220,6 +240,18 @@ class Store:
             f"cannot open database {self.safe_url}: {text}. Check that the server is "
             "running and the URL, user and database are right."
         )
+
+    def _sqlite_dir_writable(self) -> bool:
+        """Whether the SQLite file's directory takes new files (WAL mode needs its -wal and
+        -shm files there, so a read-only directory shows as "unable to open")."""
+        file = make_url(self.url).database if self.dialect == "sqlite" else None
+        if not file or file == ":memory:":
+            return True
+        try:
+            with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(file))):
+                return True
+        except OSError:
+            return False
 
     def _check_writable(self) -> None:
         """Take the write lock once and release it: a read-only file, directory or mount (or
@@ -245,7 +277,7 @@ class Store:
         try:
             with self._sessions() as s, s.begin():
                 yield s
-        except OperationalError as err:
+        except (OperationalError, IntegrityError) as err:
             raise self._translate(err) from None
 
     def close(self) -> None:
