@@ -151,12 +151,16 @@ def test_locked_database_gives_up_after_a_bounded_wait(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     assert cli("fleet", "load", "--seed", "seed-504", "--db", f"sqlite:///{db}",
                cwd=tmp_path).returncode == 0
+    grown = tmp_path / "grown.yaml"  # the same fleet with one more rack: a load that writes
+    grown.write_text("name: seed-504\nregions:\n  - name: us-east\n    racks: [{template: "
+                     "vr-nvl72, count: 5}]\n  - name: us-west\n    racks: [{template: "
+                     "vr-nvl72, count: 3}]\n")
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         t0 = time.perf_counter()
-        res = cli("fleet", "load", "--seed", "seed-504", "--db", f"sqlite:///{db}",
-                  cwd=tmp_path, env={"RACKSCALE_DB_LOCK_TIMEOUT_S": "1"}, timeout=60)
+        res = cli("fleet", "load", str(grown), "--db", f"sqlite:///{db}",
+                  cwd=tmp_path, env={"RACKSCALE_DB_LOCK_TIMEOUT_S": "1"}, timeout=90)
         took = time.perf_counter() - t0
     finally:
         holder.execute("ROLLBACK")
