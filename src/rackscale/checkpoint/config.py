@@ -6,7 +6,6 @@ keys (`access_key_env`, `secret_key_env`); inline keys are accepted only from a 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rackscale.checkpoint.errors import ConfigError
 from rackscale.checkpoint.hashing import DEFAULT_ALGO
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore
+from rackscale.inputs import load_json, load_yaml_data, read_text
 
 MiB = 1 << 20
 
@@ -24,7 +24,7 @@ MiB = 1 << 20
 class StoreSpec(BaseModel):
     """One object store: `kind: dir` (a directory) or `kind: s3` (an endpoint and bucket)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: Literal["dir", "s3"]
     path: str | None = None
@@ -74,7 +74,7 @@ class Retention(BaseModel):
 
 
 class TiersConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     local_dir: str = Field(min_length=1)
     region: StoreSpec
     replicas: list[StoreSpec] = Field(default_factory=list)
@@ -117,12 +117,15 @@ def load_config(path: str | os.PathLike[str]) -> TiersConfig:
     if not p.exists():
         raise ConfigError(f"tiers config {p} does not exist; write one (docs/checkpoint.md) or "
                           f"omit --config to use the local-directory default")
-    text = p.read_text()
+    # Size cap, text only, YAML alias and depth budgets: the same reader as every spec file.
+    text = read_text(p, "tiers config", error=ConfigError)
     if p.suffix == ".json":
-        data = json.loads(text)
+        data = load_json(text, str(p), error=ConfigError)
     else:
-        import yaml
-        data = yaml.safe_load(text)
+        data = load_yaml_data(text, str(p), error=ConfigError)
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{p}: a tiers config is a mapping of keys (local_dir, region, ...), "
+                          "not a list or a single value (see docs/checkpoint.md)")
     return parse_config(data or {}, str(p))
 
 

@@ -20,6 +20,7 @@ from rackscale.certify import (
     LadderConfig,
     Scope,
     TwinBackend,
+    parse_stages,
     store_run,
     write_jsonl,
 )
@@ -27,10 +28,13 @@ from rackscale.cli._common import (
     DbOption,
     FleetOption,
     JsonOption,
+    check_out_dir,
+    check_out_file,
     console,
     emit_json,
     noun,
     out_dir_option,
+    plain,
     seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
@@ -45,12 +49,14 @@ if TYPE_CHECKING:
 app = noun("Certify hardware: the staged ladder, single probes, findings.")
 FINDINGS_FILE = "findings.jsonl"
 
+# `certify probe` runs every rank as a process on this machine and holds the message in each:
+# past these it exhausts the machine instead of measuring it.
+MAX_PROBE_WORLD = 64
+MAX_PROBE_BYTES = 1 << 31
+
 
 def _stages(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in text.replace(" ", "").split(",") if s)
-    except ValueError:
-        raise UserError(f"--stages {text!r}: give stage numbers like 1,2,3,4") from None
+    return parse_stages([text], "--stages")
 
 
 def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
@@ -142,7 +148,8 @@ def run(
     fleet: str | None = FleetOption,
     faults: str | None = typer.Option(None, "--faults", metavar="FILE", help="Faults file the "
                                       "twin applies ('demo' = the shipped demo faults)."),
-    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, e.g. 1,2,3,4."),
+    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to run, by number or "
+                               "name: 1,2,3,4 or gpu,tray,domain,multi-rack."),
     twin_seed: int = seed_option(7, "the digital twin"),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
     out: str = out_dir_option(DEFAULT_DATA_DIR, f"{FINDINGS_FILE} (appended)"),
@@ -152,6 +159,7 @@ def run(
     """Certify a fleet on the digital twin; exit 1 when anything fails."""
     spec = resolve_spec(fleet, db)
     config = LadderConfig(stages=_stages(stages), repeats=repeats)
+    check_out_file(check_out_dir(out) / FINDINGS_FILE)  # every check runs before the ladder
     topo = Topology.build(spec)
     path = demo_faults_path() if faults == "demo" else faults
     ff = load_faults(path, topo) if path else None
@@ -205,8 +213,10 @@ def probe(
     name: str = typer.Argument(..., metavar="PROBE", help="gemm | hbm | allreduce"),
     backend_name: str = typer.Option("real", "--backend", help="real (this machine, "
                                      "PyTorch) or twin (seed fleet's first GPUs)."),
-    size: int = typer.Option(16 << 20, "--size", help="All-reduce message size, bytes."),
-    world: int = typer.Option(2, "--world", help="All-reduce ranks (>= 2)."),
+    size: int = typer.Option(16 << 20, "--size", min=1024, max=MAX_PROBE_BYTES,
+                             help="All-reduce message size, bytes."),
+    world: int = typer.Option(2, "--world", min=2, max=MAX_PROBE_WORLD,
+                              help="All-reduce ranks (each one a local process)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Run one probe here and print the figure against this machine's achievable peak."""
@@ -258,7 +268,7 @@ def findings(
     as_json: bool = JsonOption,
 ) -> None:
     """Findings of a certification run, from the store."""
-    store = Store(db)
+    store = Store(db, readonly=True)
     runs = store.events(kind="certify.run", newest_first=True)
     if not runs:
         raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
@@ -279,7 +289,7 @@ def findings(
     _columns(table)
     for f in rows:
         kind = f"flapping ({f['evidence'].get('of')})" if f["kind"] == "flapping" else f["kind"]
-        table.add_row(f["component"], kind, str(f["stage"]),
+        table.add_row(plain(f["component"]), plain(kind), str(f["stage"]),
                       escape(_evidence_text(f["evidence"])), f"{f['confidence']:.2f}")
     console.print(table)
     clear = chosen.payload.get("gpus_clear", chosen.payload.get("gpus_healthy"))

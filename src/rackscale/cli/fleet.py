@@ -108,9 +108,12 @@ def load(
     fleet: str = typer.Option(..., "--fleet", metavar="SPEC", help="Fleet spec YAML file, or "
                               "the name of a built-in fleet (seed-504)."),
     db: str | None = DbOption,
+    replace: bool = typer.Option(False, "--replace", help="Replace another fleet the store "
+                                 "already holds (its components are deleted, its events kept)."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed."""
+    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed. A store
+    that holds another fleet is refused unless --replace."""
     spec = spec_of(fleet)  # validation first: nothing is written on a bad spec
     topo = Topology.build(spec)
     store = Store(db)
@@ -118,7 +121,7 @@ def load(
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("load", total=None)
-        result = load_topology(store, topo, reason=f"fleet load {fleet}",
+        result = load_topology(store, topo, reason=f"fleet load {fleet}", replace=replace,
                                progress=lambda d, t: bar.update(task, completed=d, total=t))
     if as_json:
         emit_json(result.as_dict() | {"db": store.safe_url})

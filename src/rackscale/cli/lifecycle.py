@@ -21,6 +21,7 @@ from rackscale.cli._common import (
     emit_json,
     err_console,
     noun,
+    plain,
     seed_option,
 )
 from rackscale.cli.fleet import NoFleet
@@ -59,8 +60,10 @@ app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controlle
 PlantOption = typer.Option(
     None, "--plant", metavar="FILE", help="Simulated plant state file (default: rackscale-data/"
     "lifecycle-plant.json next to the default database).", show_default=False)
-RedfishOption = typer.Option(None, "--redfish", metavar="URL",
-                             help="Redfish base URL: power through real BMCs.")
+RedfishOption = typer.Option(
+    None, "--redfish", metavar="URL", help="Redfish base URL: power through real BMCs. "
+    "Credentials come from $RACKSCALE_BMC_CREDENTIALS (a file holding user:password) or "
+    "$RACKSCALE_BMC_USER and $RACKSCALE_BMC_PASSWORD, never from the URL.", show_default=False)
 SlurmOption = typer.Option(None, "--slurm-conf", metavar="FILE",
                            help="slurm.conf: drain/resume in real Slurm.")
 FaultsOption = typer.Option(
@@ -107,7 +110,7 @@ def status(
     as_json: bool = JsonOption,
 ) -> None:
     """Racks and trays per state; with --rack, that rack's trays."""
-    store = Store(db)
+    store = Store(db, readonly=True)  # inspection: creates no database, directory or table
     ledger.open_store(store)
     if rack is not None:
         row = state_of(store, rack)
@@ -127,7 +130,7 @@ def status(
                       f"{row.fault_tier})")
         table = Table("tray", "state", "fault tier")
         for t, st, ft in trays:
-            table.add_row(t, st, str(ft))
+            table.add_row(plain(t), st, str(ft))
         console.print(table)
         return
     c = counts(store)
@@ -220,7 +223,7 @@ def history_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Every lifecycle event of ID: transitions, interlock actions, Slurm drains."""
-    events = history(Store(db), cid)
+    events = history(Store(db, readonly=True), cid)
     if as_json:
         emit_json(events)
         return
@@ -229,17 +232,20 @@ def history_cmd(
         p = e["payload"]
         change = (f"{p.get('from')} -> {p.get('to')}" if e["kind"] == "lifecycle.transition"
                   else f"{p.get('rule', '')} {p.get('action', '')}".strip())
-        table.add_row(str(e["seq"]), e["time"][:19], e["kind"], change, e["actor"], e["reason"])
+        # Actor and reason are operator text: a reason `[/]` is printed, not read as markup.
+        table.add_row(str(e["seq"]), e["time"][:19], plain(e["kind"]), plain(change),
+                      plain(e["actor"]), plain(e["reason"]))
     console.print(table)
 
 
 @app.command()
 def run(
     once: bool = typer.Option(False, "--once", help="One reconcile pass, then exit."),
-    passes: int | None = typer.Option(None, "--passes", help="Stop after N passes."),
+    passes: int | None = typer.Option(None, "--passes", min=1, help="Stop after N passes."),
     until_idle: bool = typer.Option(False, "--until-idle", help="Stop after the first pass "
                                     "that changes nothing."),
-    period: float = typer.Option(5.0, "--period", help="Seconds between passes."),
+    period: float = typer.Option(5.0, "--period", min=0.0, max=86400.0,
+                                 help="Seconds between passes."),
     goal: str | None = typer.Option(None, "--goal", help="Set every rack's onboarding goal "
                                     "(e.g. burn_in) before running."),
     db: str | None = DbOption,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,8 +10,17 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun, out_dir_option
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    check_out_dir,
+    console,
+    emit_json,
+    noun,
+    out_dir_option,
+)
 from rackscale.errors import UserError
+from rackscale.inputs import load_json, read_text
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -30,7 +38,8 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
 StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
-                           "must have passed for the job shape, e.g. gpu,domain.")
+                           "must have passed for the job shape, comma-separated: gpu, tray, "
+                           "domain, multi-rack (or 1-4).")
 
 
 class ReportFileError(UserError):
@@ -119,7 +128,9 @@ def build(
     """Write report.html (self-contained) and report.json from the store."""
     from rackscale.report import build_report
 
-    built = build_report(Store(db), out, shape=_shape(shape_gpus, stages))
+    shape = _shape(shape_gpus, stages)
+    check_out_dir(out)
+    built = build_report(Store(db), out, shape=shape)
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
                    "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
@@ -161,10 +172,8 @@ def validate(
 
     from rackscale.report import validate_document
 
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ReportFileError(f"cannot read {file}: {err}") from None
+    doc = load_json(read_text(file, "report.json", error=ReportFileError), str(file),
+                    error=ReportFileError)
     try:
         validate_document(doc)
     except jsonschema.ValidationError as err:

@@ -17,6 +17,7 @@ from rackscale.cli._common import (
     DbOption,
     FleetOption,
     JsonOption,
+    check_out_dir,
     console,
     emit_json,
     noun,
@@ -135,8 +136,12 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
     e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
     console.print(f"[bold]{SIMULATED}[/]")
     units = "domains" if r["align"] == "domain" else "trays"
+    alloc = r.get("job_gpus_allocated", r["job_gpus"])
+    # The job holds whole units: say so when that rounds the request up (100 -> 144 GPUs).
+    job = (f"{r['job_gpus']} GPUs" if alloc == r["job_gpus"] else
+           f"{r['job_gpus']} GPUs requested, {alloc} allocated as whole {units}")
     console.print(
-        f"job {r['job_gpus']} GPUs ({r['units_job']} {units}, {r['units_spare']} spare) "
+        f"job {job} ({r['units_job']} {units}, {r['units_spare']} spare) "
         f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
@@ -190,6 +195,7 @@ def sweep_cmd(
         vals = [float(v) for v in values.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
+    check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     shape = _fleet(fleet, db)
     cfg = _config(shape, locals())
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
