@@ -33,13 +33,13 @@ def spec_of(value: str) -> FleetSpec:
 
 
 def existing_store(db: str | None) -> Store | None:
-    """The store at `db`, or None when it is a SQLite file that does not exist yet: asking
-    which fleet is loaded must not create a database."""
+    """The store at `db` opened read-only, or None when it is a SQLite file that does not
+    exist yet: asking which fleet is loaded must not create or change a database."""
     url = db or default_db_url()
     if url.startswith("sqlite:///") and ":memory:" not in url and \
             not Path(url.removeprefix("sqlite:///")).exists():
         return None
-    return Store(url)
+    return Store(url, readonly=True)
 
 
 def resolve_spec(fleet: str | None, db: str | None) -> FleetSpec:
