@@ -23,7 +23,7 @@ from rackscale.certify.stage_gpu import run_stage_gpu
 from rackscale.certify.stage_nvlink import run_stage_domain, run_stage_tray
 from rackscale.certify.stage_scaleout import run_stage_multirack
 from rackscale.certify.state import LadderConfig, RunState
-from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
+from rackscale.fleet import COMPUTE_TRAY, NODE, HardwareModel, Topology
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
@@ -82,8 +82,11 @@ class CertifyRun:
 class Ladder:
     def __init__(self, topo: Topology, backend: Backend, config: LadderConfig | None = None,
                  *, registry: ProbeRegistry = PROBES, seed: int | None = None,
-                 faults_file: str | None = None) -> None:
+                 faults_file: str | None = None, hardware: HardwareModel | None = None) -> None:
         self.topo = topo
+        # What healthy hardware can do, link by link: from the SKU specs unless the runner
+        # states its own link rates (a lab's shaped links).
+        self.hardware = hardware if hardware is not None else HardwareModel(topo)
         self.backend = backend
         self.config = config or LadderConfig()
         self.registry = registry
@@ -95,6 +98,7 @@ class Ladder:
         cfg = self.config
         st = RunState(topo=self.topo, backend=self.backend, config=cfg,
                       campaign=Campaign(repeats=cfg.repeats, soak_s=cfg.soak_s),
+                      model=self.hardware,
                       registry=self.registry, progress=progress)
         for stage in cfg.stages:
             STAGE_FUNCS[stage](st)

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
 
-JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: the whole fleet).")
+JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: its whole pool).")
+PoolOpt = typer.Option(None, "--pool", help="What the job runs on in a mixed fleet: a rack "
+                       "template or a GPU SKU (default: the largest by GPUs).")
 DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
 TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
 RngOpt = seed_option(0, "the failures (same seed, same failures)")
@@ -92,8 +94,8 @@ def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
                        **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
 
 
-def _fleet(fleet: str | None, db: str | None) -> FleetShape:
-    return FleetShape.from_spec(resolve_spec(fleet, db))
+def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
+    return FleetShape.from_spec(resolve_spec(fleet, db), pool)
 
 
 def _progress(disable: bool) -> Progress:
@@ -103,7 +105,7 @@ def _progress(disable: bool) -> Progress:
 
 @app.command("run")
 def run_cmd(
-    fleet: str | None = FleetOption, job_gpus: int | None = JobOpt,
+    fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
     days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
@@ -116,7 +118,7 @@ def run_cmd(
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
-    shape = _fleet(fleet, db)
+    shape = _fleet(fleet, db, pool)
     cfg = _config(shape, locals())
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
@@ -140,9 +142,13 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
     # The job holds whole units: say so when that rounds the request up (100 -> 144 GPUs).
     job = (f"{r['job_gpus']} GPUs" if alloc == r["job_gpus"] else
            f"{r['job_gpus']} GPUs requested, {alloc} allocated as whole {units}")
+    where = f"fleet {r['fleet']} ({r['fleet_gpus']} GPUs)"
+    if r.get("pool_gpus", r["fleet_gpus"]) != r["fleet_gpus"]:
+        where = (f"pool {r['pool']} ({r['pool_gpus']} of the {r['fleet_gpus']} GPUs of fleet "
+                 f"{r['fleet']}; choose with --pool)")
     console.print(
         f"job {job} ({r['units_job']} {units}, {r['units_spare']} spare) "
-        f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
+        f"on {where}, "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
@@ -177,7 +183,7 @@ def sweep_cmd(
     values: str = typer.Option("5,10,15,20,30,45,60,90", "--values",
                                help="Comma-separated values to try."),
     out: Path = out_dir_option(f"{DEFAULT_DATA_DIR}/sweeps", "sweep-PARAM.csv and .png"),
-    fleet: str | None = FleetOption, job_gpus: int | None = JobOpt,
+    fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
     days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
@@ -196,7 +202,7 @@ def sweep_cmd(
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
-    shape = _fleet(fleet, db)
+    shape = _fleet(fleet, db, pool)
     cfg = _config(shape, locals())
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:

@@ -24,7 +24,8 @@ def payload(result: dict[str, Any]) -> dict[str, Any]:
     """The `simulate.run` event payload of docs/contracts.md."""
     keys = ("run_id", "job_gpus", "days", "trials", "seed", "failure_model",
             "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
-            "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause")
+            "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause",
+            "fleet_gpus", "pool", "pool_gpus")
     return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]}
 
 
