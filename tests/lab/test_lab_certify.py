@@ -62,8 +62,8 @@ def test_clean_lab_gives_no_finding_through_the_cli(labenv: tuple[Topology, Path
                                                     tmp_path: Path) -> None:
     _topo, sd = labenv
     p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--runner", "local",
-            "--lab-state", str(sd), "--repeats", str(REPEATS), "--db",
-            f"sqlite:///{tmp_path}/c.db", "--out", str(tmp_path / "f.jsonl"), "--json")
+            "--lab", str(sd), "--repeats", str(REPEATS), "--db",
+            f"sqlite:///{tmp_path}/c.db", "--out", str(tmp_path), "--json")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     out = json.loads(p.stdout)
     assert out["findings"] == [] and out["measured"] is True and out["backend"] == "real"

@@ -83,7 +83,7 @@ def test_lab_up_without_root_refuses_and_says_why(tmp_path) -> None:
     env = os.environ | {"PYTHONPATH": str(ROOT / "src"), "HOME": str(tmp_path)}
     os.chmod(tmp_path, 0o777)
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        sys.executable, "-m", "rackscale", "lab", "up", "--state-dir",
+                        sys.executable, "-m", "rackscale", "lab", "up", "--lab",
                         str(tmp_path / "st")], capture_output=True, text=True, env=env,
                        cwd=tmp_path, timeout=120)
     assert p.returncode == 2, p.stderr

@@ -24,7 +24,7 @@ def _state(d: Path) -> dict:
 def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
     before = host_snapshot()
     sd = tmp_path / "lab"
-    p = cli("lab", "up", "--state-dir", str(sd), "--json")
+    p = cli("lab", "up", "--lab", str(sd), "--json")
     assert p.returncode == 0, p.stderr
     try:
         st = _state(sd)
@@ -46,14 +46,14 @@ def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
                                  r0["so_port"]], capture_output=True, text=True).stdout
         assert "master L0" in master  # r01/c01/gpu0's NIC sits on leaf-rail0-0
         assert len(now["cgroups"] - before["cgroups"]) >= 1
-        again = cli("lab", "up", "--state-dir", str(sd))
+        again = cli("lab", "up", "--lab", str(sd))
         assert again.returncode == 2 and "already recorded" in again.stderr
     finally:
-        d = cli("lab", "down", "--state-dir", str(sd), "--json")
+        d = cli("lab", "down", "--lab", str(sd), "--json")
     assert d.returncode == 0, d.stderr
     assert host_snapshot() == before
     assert not (sd / "lab-state.json").exists()
-    second = cli("lab", "down", "--state-dir", str(sd), "--json")  # idempotent
+    second = cli("lab", "down", "--lab", str(sd), "--json")  # idempotent
     assert second.returncode == 0 and json.loads(second.stdout)["removed"] == []
 
 
@@ -64,7 +64,7 @@ def test_kill_9_of_lab_up_midway_then_down_leaves_nothing(tmp_path: Path) -> Non
     for attempt in range(8):
         sd = tmp_path / f"lab{attempt}"
         proc = subprocess.Popen([sys.executable, "-m", "rackscale", "lab", "up", "--fleet",
-                                 FLEET, "--state-dir", str(sd)], env=env, cwd=ROOT,
+                                 FLEET, "--lab", str(sd)], env=env, cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # kill it once something is recorded (the state file is whole at every moment)
         deadline = time.monotonic() + 60
@@ -79,7 +79,7 @@ def test_kill_9_of_lab_up_midway_then_down_leaves_nothing(tmp_path: Path) -> Non
                     break
             time.sleep(0.001)
         proc.wait(timeout=30)
-        d = cli("lab", "down", "--state-dir", str(sd))
+        d = cli("lab", "down", "--lab", str(sd))
         assert d.returncode == 0, d.stderr
         assert host_snapshot() == before, f"left behind after kill at attempt {attempt}"
         if status == "building" and proc.returncode == -signal.SIGKILL:

@@ -21,7 +21,7 @@ def test_faults_file_with_real_backend_points_at_lab_inject(tmp_path) -> None:
 
 def test_unknown_runner_lists_the_valid_ones(tmp_path) -> None:
     p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--runner", "mpi",
-            "--lab-state", str(tmp_path / "none"), "--db", f"sqlite:///{tmp_path}/d.db")
+            "--lab", str(tmp_path / "none"), "--db", f"sqlite:///{tmp_path}/d.db")
     assert p.returncode == 2 and "valid runners: local, slurm" in p.stderr
 
 

@@ -48,7 +48,7 @@ def test_scope_must_be_a_region_rack_or_tray() -> None:
 
 def test_scope_through_the_cli(tmp_path) -> None:
     p = cli("certify", "run", "--fleet", FLEET, "--scope", "lab/r01/c02", "--json", "--db",
-            f"sqlite:///{tmp_path}/d.db", "--out", str(tmp_path / "f.jsonl"))
+            f"sqlite:///{tmp_path}/d.db", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["scope"] == "lab/r01/c02" and out["gpus_total"] == 2 and out["findings"] == []

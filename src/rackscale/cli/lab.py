@@ -10,14 +10,15 @@ from rich.table import Table
 
 from rackscale import lab
 from rackscale.cli._common import JsonOption, console, emit_json, noun
+from rackscale.cli.fleet import resolve_spec
 from rackscale.faults import load_faults
-from rackscale.fleet import Topology, load_fleet
+from rackscale.fleet import Topology
 
 app = noun("A real miniature multi-rack cluster on this host: namespaces, bridges, tc, "
            "cgroups (root).")
 
-StateOption = typer.Option(str(lab.DEFAULT_STATE_DIR), "--state-dir",
-                           help="Where the lab's state file lives.")
+StateOption = typer.Option(str(lab.DEFAULT_STATE_DIR), "--lab", metavar="DIR",
+                           help="The lab's state directory.")
 
 
 def _print_status(s: dict[str, Any]) -> None:
@@ -42,14 +43,15 @@ def _print_status(s: dict[str, Any]) -> None:
 
 @app.command()
 def up(
-    fleet: str | None = typer.Option(None, "--fleet", help="Fleet spec YAML (default: the "
-                                     "shipped 2-rack lab fleet)."),
+    fleet: str | None = typer.Option(None, "--fleet", metavar="SPEC", help="Fleet spec file "
+                                     "or built-in fleet name (default: the shipped 2-rack lab "
+                                     "fleet)."),
     state_dir: str = StateOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Build the lab for a fleet of lab-mini racks."""
     path = fleet or lab.default_fleet_path()
-    topo = Topology.build(load_fleet(path))
+    topo = Topology.build(resolve_spec(path, None))
     with console.status("building the lab", spinner="dots") as spin:
         lab.up(topo, Path(state_dir), fleet_file=path,
                on_step=None if as_json else lambda s: spin.update(f"building the lab: {s}"))
@@ -59,7 +61,8 @@ def up(
         return
     _print_status(s)
     console.print(f"certify it: rackscale certify run --fleet {path} --backend real "
-                  "--runner local")
+                  "--runner local" + (f" --lab {state_dir}" if state_dir != StateOption.default
+                                      else ""))
 
 
 @app.command()
@@ -77,7 +80,8 @@ def status(state_dir: str = StateOption, as_json: bool = JsonOption) -> None:
 
 @app.command()
 def inject(
-    faults: str = typer.Argument(..., help="Faults file (the format the twin reads)."),
+    faults: str = typer.Argument(..., metavar="FILE",
+                                 help="Faults file (the format the twin reads)."),
     state_dir: str = StateOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -85,7 +89,7 @@ def inject(
     st = lab.load_state(Path(state_dir))
     if st is None:
         raise lab.LabError(f"no lab recorded in {state_dir}. Fix: `rackscale lab up` first")
-    topo = Topology.build(load_fleet(st.data["fleet_file"]))
+    topo = Topology.build(resolve_spec(st.data["fleet_file"], None))
     ff = load_faults(faults, topo)
     present = lab.inject(Path(state_dir), list(ff.faults))
     if as_json:
