@@ -43,3 +43,13 @@ class IntegrityError(CheckpointError):
 
 class ConfigError(CheckpointError):
     """A tiers config that does not validate; the message names the field and the fix."""
+
+
+class AlreadyCommitted(AlreadyExists):
+    """A save under an id that is already committed: refused before any byte is written."""
+
+    def __init__(self, ckpt_id: str, why: str) -> None:
+        super().__init__(f"checkpoint {ckpt_id} already exists ({why}); a committed checkpoint "
+                         f"is never overwritten. Save under a new step or id (a resumed job "
+                         f"saves the step after the one it resumed from), or remove the old "
+                         f"one first with `rackscale checkpoint gc`.")

@@ -14,6 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 
 from rackscale.checkpoint.errors import ObjectMissing, StoreAuthError, StoreUnreachable
+from rackscale.checkpoint.multinode import parts_prefix
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
@@ -80,8 +81,10 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
             for key, upload_id in s.list_uploads(tiers.layout.prefix + "/"):
                 ckpt_id = key.split("/")[1]
                 journal = tiers.read_journal(ckpt_id)
-                if (tiers.read_manifest(tiers.local, ckpt_id) is not None and
-                        any(e.get("upload_id") == upload_id for e in journal.values())):
+                committed_here = (tiers.read_manifest(tiers.local, ckpt_id) is not None
+                                  or tiers.local.list(parts_prefix(tiers, ckpt_id)))
+                if committed_here and any(e.get("upload_id") == upload_id
+                                          for e in journal.values()):
                     continue  # resumable: `resume()` will finish it
                 with tiers.try_exclusive(ckpt_id) as got:
                     if got and not dry_run:
