@@ -42,6 +42,7 @@ from rackscale.checkpoint.multinode import SavePart
 from rackscale.checkpoint.restore import Restorer, RestoreReport
 from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport, hash_entries
 from rackscale.checkpoint.tiers import Tiers
+from rackscale.checkpoint.upload import EventHook, _noop
 
 # A result each rank adds to what DCP gathers on the coordinator (and that `finish` removes
 # before DCP's metadata is written): how the rank's local commit and uploads went.
@@ -66,8 +67,10 @@ def _same_id(given: str | os.PathLike[str], ckpt_id: str) -> bool:
 
 class TieredStorageWriter(FileSystemWriter):
     def __init__(self, cfg: TiersConfig, step: int, *, ckpt_id: str | None = None,
-                 wait_for_tiers: bool = True, **fs_options: Any) -> None:
-        """`fs_options` go to FileSystemWriter (single_file_per_rank, thread_count, ...)."""
+                 wait_for_tiers: bool = True, events: EventHook = _noop,
+                 **fs_options: Any) -> None:
+        """`fs_options` go to FileSystemWriter (single_file_per_rank, thread_count, ...);
+        `events` receives the save's progress events (as `CheckpointManager`'s)."""
         bad = [k for k in fs_options if k in _OWNED]
         if bad:
             raise CheckpointError(f"TieredStorageWriter: {bad} are set by the tiers config "
@@ -76,6 +79,7 @@ class TieredStorageWriter(FileSystemWriter):
         self.step = step
         self.ckpt_id = ckpt_id or ckpt_id_for(step)
         self.wait_for_tiers = wait_for_tiers
+        self.events = events
         self.manager: CheckpointManager | None = None
         self.report: SaveReport | None = None
         self.handle: SaveHandle | None = None
@@ -100,9 +104,13 @@ class TieredStorageWriter(FileSystemWriter):
         super().set_up_storage_writer(is_coordinator, *args, **kwargs)
         self.is_coordinator = is_coordinator
         self._take_lease()
-        self.manager = CheckpointManager(self.tiers)
-        # Raised here, DCP reports it on every rank, and no rank has written anything yet.
-        self.manager.check_new_id(self.ckpt_id, remote=is_coordinator)
+        self.manager = CheckpointManager(self.tiers, events=self.events)
+        try:
+            # Raised here, DCP reports it on every rank, and no rank has written anything.
+            self.manager.check_new_id(self.ckpt_id, remote=is_coordinator)
+        except CheckpointError:
+            self._close()
+            raise
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         plans = super().prepare_global_plan(plans)

@@ -166,7 +166,7 @@ class CheckpointManager:
             except DOWN:
                 pass  # down: the local catalog above is what this node knows
         if why is not None:
-            raise AlreadyCommitted(ckpt_id, why)
+            raise AlreadyCommitted.for_id(ckpt_id, why)
 
     # --- the training-loop side --------------------------------------------------------------
     def save(self, step: int, state: Mapping[str, Any], *, ckpt_id: str | None = None,
