@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict, dataclass
 
 from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
-from rackscale.checkpoint.hashing import combine
 from rackscale.checkpoint.manifest import ItemEntry, Manifest
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
@@ -29,11 +28,10 @@ from rackscale.checkpoint.upload import commit_manifest, set_latest
 
 def build_manifest(*, ckpt_id: str, step: int, save_uuid: str, algo: str, chunk_size: int,
                    items: list[ItemEntry], created_at: float) -> Manifest:
-    """The one place a new manifest (and so its checkpoint hash) is put together."""
-    items = sorted(items, key=lambda e: e.name)
-    return Manifest(id=ckpt_id, step=step, save_uuid=save_uuid, algo=algo,
-                    chunk_size=chunk_size, items=items,
-                    hash=combine([e.hash for e in items], algo), created_at=created_at)
+    """A new manifest, its items in name order (every rank builds the same one)."""
+    return Manifest.new(id=ckpt_id, step=step, save_uuid=save_uuid, algo=algo,
+                        chunk_size=chunk_size, items=sorted(items, key=lambda e: e.name),
+                        created_at=created_at)
 
 
 @dataclass(frozen=True, slots=True)

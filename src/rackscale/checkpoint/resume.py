@@ -15,6 +15,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
+from rackscale.checkpoint.errors import ManifestInvalid
 from rackscale.checkpoint.multinode import PartCommit, SavePart, local_part, parts_prefix
 from rackscale.checkpoint.upload import Committer, WholeCommit, set_latest
 
@@ -55,8 +56,13 @@ def resume_all(mgr: CheckpointManager) -> list[SaveReport]:
         entry = tiers.read_catalog(ckpt_id, tag) or {}
         part = SavePart.from_dict(entry["part"]) if entry.get("part") else None
         states = entry.get("states", {})
-        with tiers.lease(ckpt_id):
+        try:
             local = _local_commit(mgr, ckpt_id, part)
+        except ManifestInvalid as err:  # a damaged local copy is set aside, never pushed
+            mgr.events("resume.quarantine", {"id": ckpt_id, "error": str(err),
+                                             "to": str(tiers.quarantine(ckpt_id))})
+            local = None
+        with tiers.lease(ckpt_id):
             if local is None or local.save_uuid != entry.get("save_uuid"):
                 if "local" not in states:
                     _discard(mgr, ckpt_id, tag, entry, part)
@@ -93,9 +99,12 @@ def sweep_orphans(mgr: CheckpointManager) -> list[str]:
         cid = d.name
         if not d.is_dir() or cid.startswith(".") or cid in known:
             continue
-        if tiers.read_manifest(tiers.local, cid) is not None or \
-                tiers.local.list(parts_prefix(tiers, cid)):
-            continue
+        try:
+            if tiers.read_manifest(tiers.local, cid) is not None or \
+                    tiers.local.list(parts_prefix(tiers, cid)):
+                continue
+        except ManifestInvalid:
+            continue  # a damaged commit is for `verify` and the operator, not for the sweep
         with tiers.try_exclusive(cid) as free:
             if free:
                 shutil.rmtree(d, ignore_errors=True)

@@ -24,6 +24,7 @@ from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import (
     AlreadyCommitted,
     CheckpointError,
+    ManifestInvalid,
     StoreAuthError,
     StoreUnreachable,
 )
@@ -150,8 +151,12 @@ class CheckpointManager:
         `remote`) in the region: a save must never open a committed checkpoint's files."""
         t = self.tiers
         why = None
-        if t.read_manifest(t.local, ckpt_id) is not None:
-            why = f"its manifest is committed in {t.local.root}"
+        try:
+            here = t.read_manifest(t.local, ckpt_id) is not None
+        except ManifestInvalid as err:  # damaged, but committed: `resume()` sets it aside
+            here, why = True, f"its local manifest is damaged ({err}); run resume() first"
+        if here:
+            why = why or f"its manifest is committed in {t.local.root}"
         else:
             for cid, tag in t.catalog_keys():
                 entry = t.read_catalog(cid, tag) if cid == ckpt_id else None
