@@ -64,7 +64,7 @@ from torch.distributed.checkpoint import FileSystemWriter
 from rackscale.checkpoint import parse_config
 from rackscale.checkpoint.dcp import TieredStorageWriter
 mode, root, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sd = {"t": torch.randn(mib << 18)}
+sd = {"t": torch.full((mib << 18,), 1.5)}
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 cfg = parse_config({"local_dir": root + "/local", "fsync": False, "upload_parallelism": 2,
                     "region": {"name": "r", "kind": "dir", "path": root + "/region"}})

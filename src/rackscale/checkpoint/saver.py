@@ -252,7 +252,12 @@ class CheckpointManager:
             # The files are named so that a rank that shares its node's directory with other
             # ranks discards only its own files if this save turns out never to have existed.
             entry |= {"part": part.as_dict(), "files": files or []}
-        self.tiers.write_catalog(report.id, entry, tag)
+        # The first entry of a save is synced (without it `resume()` would never learn of
+        # the save); later ones replace it and follow commits that are durable themselves
+        # (manifests, part records), from which `resume()` rebuilds what a power cut took
+        # from the catalog. Each synced write costs two fsyncs on the save's critical path.
+        path = self.tiers.catalog_path(report.id, tag)
+        self.tiers.write_catalog(report.id, entry, tag, sync=job is None or not path.exists())
 
     def _next_seq(self) -> int:
         # Not fsynced: after a crash the catalog (fsynced below) still holds the seq used,
@@ -314,8 +319,10 @@ class CheckpointManager:
         tag = part.tag if part is not None else ""
         seq = self._next_seq()
         staged = [p for p in payload if isinstance(p, StagedItem)]
-        self._catalog(report, None, seq, save_uuid, part,
-                      [p.name for p in payload if isinstance(p, ItemEntry)])
+        if staged:
+            # Before the first byte: a kill now leaves files `resume()` knows to remove. Files
+            # a writer already put there (DCP) are swept as orphans if no commit follows.
+            self._catalog(report, None, seq, save_uuid, part)
         entries = self._persist(report.id, staged) if staged else \
             [p for p in payload if isinstance(p, ItemEntry)]
         if self.cfg.fsync:

@@ -77,10 +77,11 @@ class Tiers:
             raise CheckpointError(f"catalog entry {path} is not a JSON object; move it aside")
         return entry
 
-    def write_catalog(self, ckpt_id: str, entry: dict, tag: str = "") -> None:
+    def write_catalog(self, ckpt_id: str, entry: dict, tag: str = "", *,
+                      sync: bool = True) -> None:
         with self._lock:
             write_durable(self.catalog_path(ckpt_id, tag),
-                          json.dumps(entry, indent=1).encode(), sync=self.cfg.fsync)
+                          json.dumps(entry, indent=1).encode(), sync=self.cfg.fsync and sync)
 
     def catalog_ids(self) -> list[str]:
         return sorted({k for k, _ in self.catalog_keys()})

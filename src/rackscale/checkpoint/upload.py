@@ -67,6 +67,16 @@ class Uploader:
         entry = journal.get(jkey)
         if entry and entry.get("done"):
             return
+        put_file = getattr(store, "put_file", None)  # a directory tier: one kernel copy
+        if put_file is not None and not (entry and "upload_id" in entry):
+            put_file(key, src)
+            with self._jlock:
+                stats.parts_sent += 1
+                stats.bytes_sent += size
+            journal.mark(jkey, done=True)
+            if self.progress:
+                self.progress(size)
+            return
         if size <= self.part_size_for(store) and not (entry and "upload_id" in entry):
             # One request instead of three, and nothing to resume: a put is atomic.
             data = src.read_bytes()
@@ -133,7 +143,8 @@ class Uploader:
         limit = self.part_size_for(store)
         # Multipart items first, one at a time, their parts on the pool (an item waiting on
         # the pool from inside the pool could starve it); then the one-put items, each a task.
-        one_put = {i for i in items if (data_dir / i).stat().st_size <= limit
+        whole = hasattr(store, "put_file")
+        one_put = {i for i in items if (whole or (data_dir / i).stat().st_size <= limit)
                    and "upload_id" not in (journal.get(f"{store.name}/{i}") or {})}
         for i in items:
             if i not in one_put:
