@@ -13,7 +13,7 @@ from typing import Any
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from rackscale.checkpoint import CheckpointManager, Tiers, parse_config
+from rackscale.checkpoint import CheckpointManager, Tiers, gc, parse_config
 from rackscale.checkpoint.dcp import TieredStorageReader, TieredStorageWriter
 from tests.checkpoint.conftest import s3_config
 from tests.checkpoint.gloo_rig import exact, node_cfg, results, run_ranks, sharded
@@ -81,6 +81,12 @@ def test_each_node_uploads_its_own_files_and_fresh_nodes_load_exact(tmp_path: Pa
                      "step-00000001", 1) == [0, 0]
     same = results(tmp_path / "load-same", 2)
     assert all(r["exact"] for r in same) and same[1]["served_by"].get("local", 0) > 0
+    # Retention on a node that holds only its rank's parts keeps the last two of them there.
+    node1_tiers = Tiers(parse_config(node_cfg(cfg, "node1")))
+    rep = gc(node1_tiers)
+    assert "step-00000001" in rep.deleted.get("local", []), rep
+    assert not node1.exists()
+    assert node1_tiers.local.path(node1_tiers.layout.data_prefix("step-00000003")).exists()
 
 
 def kill_at_first_part(rank: int, world: int, mesh: Any, cfg: dict, node: str,

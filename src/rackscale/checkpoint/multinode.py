@@ -166,3 +166,17 @@ def local_part(tiers: Tiers, ckpt_id: str, part: SavePart) -> Manifest | None:
                           algo=rec["algo"], chunk_size=rec["chunk_size"],
                           items=[ItemEntry(**i) for i in rec["items"]],
                           created_at=part.created_at)
+
+
+def local_part_steps(tiers: Tiers) -> dict[str, int]:
+    """{id: step} of every checkpoint of which this node holds part records."""
+    out = {}
+    prefix = tiers.layout.prefix + "/"
+    for key in tiers.local.list(prefix):
+        rest = key[len(prefix):].split("/")
+        if len(rest) == 3 and rest[1] == "parts" and rest[2].startswith("rank-"):
+            try:
+                out[rest[0]] = int(json.loads(tiers.local.get(key))["step"])
+            except (ObjectMissing, ValueError, KeyError, TypeError):
+                out.setdefault(rest[0], -1)  # unreadable: oldest, so retention takes it first
+    return out

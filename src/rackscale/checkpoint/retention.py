@@ -19,7 +19,7 @@ from rackscale.checkpoint.errors import (
     StoreUnreachable,
 )
 from rackscale.checkpoint.manifest import parse_latest
-from rackscale.checkpoint.multinode import parts_prefix
+from rackscale.checkpoint.multinode import local_part_steps, parts_prefix
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
@@ -82,7 +82,12 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
         try:
             ids = tiers.committed_ids(s)
             bad: set[str] = set()
-            ids.sort(key=lambda i, s=s, bad=bad: (_step_of(tiers, s, i, bad), i))
+            # A node of a multi-node save holds only its ranks' parts (no whole manifest):
+            # they count among the local copies, by the step their part records name.
+            parts = local_part_steps(tiers) if s is tiers.local else {}
+            ids = sorted(set(ids) | set(parts))
+            ids.sort(key=lambda i, s=s, bad=bad: (
+                max(_step_of(tiers, s, i, bad), parts.get(i, -1)), i))
             keep = set(ids[-keep_n[s.name]:]) | latest_ids | bad
             report.damaged.extend(f"{s.name}:{i}" for i in sorted(bad))
             report.kept[s.name] = [i for i in ids if i in keep]
