@@ -82,6 +82,11 @@ def _rank(rank: int, world: int, port: int, job: dict, q: Any) -> None:
     dt = time.perf_counter() - t0
     if kind == "tiered_local" and w.handle is not None:
         w.handle.wait()  # the background pushes finish outside the timed part
+    if kind.startswith("tiered_") and "load" not in kind:
+        # A figure counts only for a save that reached every tier.
+        rep = w.report if kind == "tiered_full" else w.handle.wait()
+        if rep is None or rep.errors or "region" not in rep.states:
+            raise RuntimeError(f"{kind}: the save did not reach the tiers: {rep}")
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
