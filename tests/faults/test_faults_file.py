@@ -111,7 +111,7 @@ def test_coolant_flow_low_throttles_the_whole_rack(topo: Topology) -> None:
 def test_bad_faults_file_exits_2_from_the_cli(tmp_path) -> None:
     bad = tmp_path / "f.yaml"
     bad.write_text("faults:\n  - {target: us-east/r01/c01/gpu0, kind: slow_gpu}\n")
-    proc = subprocess.run([sys.executable, "-m", "rackscale", "certify", "run", "--seed",
+    proc = subprocess.run([sys.executable, "-m", "rackscale", "certify", "run", "--fleet",
                            "seed-504", "--faults", str(bad), "--db",
                            f"sqlite:///{tmp_path}/db.sqlite"], capture_output=True, text=True,
                           timeout=120, env=cli_env())

@@ -73,7 +73,10 @@ class CertifyRun:
             "tests_vs_allpairs": round(self.allpairs_tests / max(c.collective_tests, 1), 1),
             "campaign_s": round(c.now, 1), "campaign_batches": c.batches,
             "repeats": self.config.repeats, "gpus_total": self.gpus_total,
-            "gpus_healthy": self.gpus_healthy, "gpus_passed": self.gpus_passed,
+            # gpus_clear: outside every finding's blast radius (not the report's "healthy",
+            # which applies per-kind rules to powered GPUs); gpus_healthy is its old name
+            "gpus_clear": self.gpus_healthy, "gpus_healthy": self.gpus_healthy,
+            "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
             "fabric": self.fabric,
             "simulated" if self.backend == "twin" else "measured": True,

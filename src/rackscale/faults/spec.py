@@ -33,7 +33,8 @@ DEFAULT_FLAP_SEVERITY = 0.5
 
 
 class Fault(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `severity: false` is not 0; no inf/nan: `period_s: .inf` is not a period.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     target: Annotated[str, Field(min_length=1)]
     kind: str
@@ -86,7 +87,7 @@ class Fault(BaseModel):
 
 
 class FaultsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     version: int = 1
     faults: list[Fault] = []
@@ -126,7 +127,7 @@ def parse_faults(text: str, topo: Topology, filename: str = "<faults>") -> Fault
 
 
 def load_faults(path: str, topo: Topology) -> FaultsFile:
-    return _checked(read_yaml(path), topo)
+    return _checked(read_yaml(path, "faults"), topo)
 
 
 def faults_from(faults: list[Fault], topo: Topology) -> FaultsFile:

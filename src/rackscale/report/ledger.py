@@ -15,16 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rackscale.certify.stages import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
 from rackscale.report.collect import StoreView
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
-
-# The certify room numbers its ladder's stages; results may carry numbers or names.
-STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
-
 
 def stage_name(stage: Any) -> str:
     if isinstance(stage, int) and stage in STAGE_NAMES:
@@ -49,6 +46,11 @@ class JobShape:
         if self.gpus_per_domain <= 0:
             raise JobShapeError(f"job shape {self.name}: gpus_per_domain must be > 0, got "
                                 f"{self.gpus_per_domain}; use 72 for whole NVL72 domains")
+        # Stored results carry stage names; a name that is no stage would match nothing and
+        # certify 0 GPUs without a word, so it is refused (numbers are accepted too).
+        if self.required_stages:
+            names = tuple(STAGE_NAMES[n] for n in parse_stages(self.required_stages, "--stage"))
+            object.__setattr__(self, "required_stages", names)
 
 
 @dataclass(slots=True, kw_only=True)

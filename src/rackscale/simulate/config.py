@@ -38,7 +38,8 @@ class SimulateError(UserError):
 class SimConfig(BaseModel):
     """A job and its policies. Defaults marked (assumption) are not published figures."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan: `--days inf` would never finish, a NaN rate poisons every figure.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     job_gpus: Annotated[int, Field(gt=0)]
     days: PosFloat = 30.0
