@@ -85,8 +85,8 @@ def peak_kib(mode: str, root: Path, mib: int) -> tuple[int, int]:
 
 
 def test_peak_rss_of_a_tiered_save_within_1_2x_of_filesystemwriter(tmp_path: Path) -> None:
-    mib = 256
+    mib = 160
     _, fs = peak_kib("fs", tmp_path / "a", mib)
     _, tiered = peak_kib("tiered", tmp_path / "b", mib)
-    # Reading a file whole to hash it added the whole state dict again (+256 MiB here).
+    # Reading a file whole to hash it added the whole state dict again (+160 MiB here).
     assert tiered <= 1.2 * fs, (tiered / 1024, fs / 1024)
