@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.certify.stages import STAGE_NAMES
+from rackscale.durable import write_atomic
 from rackscale.store import NewEvent, Store
 
 __all__ = ["STAGE_NAMES", "ComponentResult", "Finding", "store_run", "write_jsonl"]
@@ -32,14 +33,16 @@ class Finding:
 def write_jsonl(findings: Iterable[Finding], path: str | Path, *, run_id: str,
                 backend: str) -> int:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with p.open("a", encoding="utf-8") as fh:
-        for f in findings:
-            fh.write(json.dumps(f.as_dict() | {"run_id": run_id, "backend": backend,
-                                               "verdict": f.verdict}, default=str) + "\n")
-            n += 1
-    return n
+    lines = [json.dumps(f.as_dict() | {"run_id": run_id, "backend": backend,
+                                       "verdict": f.verdict}, default=str) + "\n"
+             for f in findings]
+    # Earlier runs' lines and this run's, replaced at once: an append cut by a kill would
+    # leave a half line that breaks every reader of the file.
+    old = p.read_text(encoding="utf-8") if p.exists() else ""
+    if old and not old.endswith("\n"):
+        old += "\n"
+    write_atomic(p, old + "".join(lines))
+    return len(lines)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,16 +15,14 @@ on across controller restarts (the kill -9 test relies on it, as a real rack wou
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
@@ -174,19 +172,9 @@ class SimPlant:
             "critical": sorted(self.critical), "nominal_flow": self.nominal_flow,
             "power_on_latency_s": self.power_on_latency_s,
         }
-        # A temporary name of our own (two commands may share one plant file): the rename is
-        # atomic, so a kill -9 or a concurrent writer leaves the old or a whole new file.
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
-                                   suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(d))
-            os.replace(tmp, self.path)
-            tmp = ""
-        finally:
-            if tmp:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
+        # A kill -9 or power loss leaves the old or the new plant, and two processes saving
+        # at once never share a temp file.
+        write_atomic(self.path, json.dumps(d))
 
     def rack_known(self, rack: str) -> None:
         if rack not in self.nominal_flow:
