@@ -61,10 +61,10 @@ def files_under(d: Path) -> list[str]:
 
 # ---------------------------------------------------------------- --json
 def test_json_error_object_on_stdout_with_the_same_exit_code(tmp_path: Path) -> None:
-    res = cli("fleet", "show", "--seed", "nope", "--json", cwd=tmp_path)
+    res = cli("fleet", "show", "--fleet", "nope", "--json", cwd=tmp_path)
     assert res.returncode == 2
     err = strict_json(res.stdout)["error"]  # type: ignore[index]
-    assert err["exit_code"] == 2 and "valid seeds: seed-504" in err["message"]
+    assert err["exit_code"] == 2 and "built-in fleets: seed-504" in err["message"]
     res = cli("certify", "probe", "gemm", "--world", "1000000", "--json", cwd=tmp_path)
     assert res.returncode == 2
     assert strict_json(res.stdout)["error"]["kind"] == "usage"  # type: ignore[index]
@@ -87,8 +87,8 @@ def test_certify_probe_json_is_valid_json() -> None:
 @pytest.mark.parametrize("args,needle", [
     (["certify", "probe", "allreduce", "--world", "1000000"], "--world"),
     (["certify", "probe", "allreduce", "--size", "-5"], "--size"),
-    (["certify", "run", "--seed", "seed-504", "--twin-seed", "-1"], "--twin-seed"),
-    (["simulate", "run", "--rng-seed", "-3"], "--rng-seed"),
+    (["certify", "run", "--fleet", "seed-504", "--seed", "-1"], "--seed"),
+    (["simulate", "run", "--fleet", "seed-504", "--seed", "-3"], "--seed"),
     (["demo", "--seed", "-1"], "--seed"),
     (["lifecycle", "run", "--period", "-1"], "--period"),
     (["lifecycle", "run", "--passes", "-2"], "--passes"),
@@ -103,15 +103,15 @@ def test_out_of_range_options_exit_2(args: list[str], needle: str, tmp_path: Pat
 # ---------------------------------------------------------------- --out
 def test_out_is_checked_before_the_ladder_runs(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "adir").mkdir()
+    (tmp_path / "adir" / "findings.jsonl").mkdir(parents=True)  # where the findings would go
     t0 = time.perf_counter()
-    res = inproc("certify", "run", "--seed", "seed-504", "--out", "adir", cwd=tmp_path,
+    res = inproc("certify", "run", "--fleet", "seed-504", "--out", "adir", cwd=tmp_path,
                  monkeypatch=monkeypatch)
     refused(res, "is a directory")
-    res = inproc("certify", "run", "--seed", "seed-504", "--out", "/proc/rackscale/f.jsonl",
+    res = inproc("certify", "run", "--fleet", "seed-504", "--out", "/proc/rackscale",
                  cwd=tmp_path, monkeypatch=monkeypatch)
     refused(res, "cannot write")
-    assert files_under(tmp_path) == ["adir"]  # no database, no findings
+    assert files_under(tmp_path) == ["adir", "adir/findings.jsonl"]  # no database, no findings
     assert time.perf_counter() - t0 < 20  # refused at once, not after the ladder
     (tmp_path / "afile").write_text("x")
     refused(inproc("report", "build", "--out", "afile", cwd=tmp_path, monkeypatch=monkeypatch),
@@ -123,24 +123,26 @@ def test_out_is_checked_before_the_ladder_runs(tmp_path: Path,
 # ---------------------------------------------------------------- stage names
 def test_stage_names_are_validated_and_shared(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    for args in (["report", "build", "--stage", "nope"], ["report", "show", "--stage", "nope"],
-                 ["certify", "run", "--seed", "seed-504", "--stages", "1,nope"]):
+    for args in (["report", "build", "--stages", "nope"],
+                 ["report", "show", "--stages", "nope"],
+                 ["certify", "run", "--fleet", "seed-504", "--stages", "1,nope"]):
         refused(inproc(*args, cwd=tmp_path, monkeypatch=monkeypatch), "not a ladder stage",
                 "multi-rack")
     db = f"sqlite:///{tmp_path}/r.db"
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
-    res = runner.invoke(app, ["certify", "run", "--seed", "seed-504", "--stages",
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["certify", "run", "--fleet", "seed-504", "--stages",
                               "gpu,tray", "--repeats", "1", "--db", db, "--out",
-                              str(tmp_path / "f.jsonl"), "--json"])
+                              str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     assert strict_json(res.stdout)["stages"] == [1, 2]  # type: ignore[index]
-    res = runner.invoke(app, ["report", "show", "--db", db, "--stage", "2", "--json"])
+    res = runner.invoke(app, ["report", "show", "--db", db, "--stages", "2", "--json"])
     assert res.exit_code == 0, res.output
     assert strict_json(res.stdout)["job_shape"]["required_stages"] == ["tray"]  # type: ignore
 
 
 def test_simulate_says_what_was_allocated() -> None:
-    res = runner.invoke(app, ["simulate", "run", "--job-gpus", "100", "--trials", "2",
+    res = runner.invoke(app, ["simulate", "run", "--fleet", "seed-504", "--job-gpus", "100",
+                              "--trials", "2",
                               "--days", "1"])
     assert res.exit_code == 0, res.output
     assert "100 GPUs requested, 144 allocated" in res.output
@@ -149,7 +151,7 @@ def test_simulate_says_what_was_allocated() -> None:
 # ---------------------------------------------------------------- databases
 def test_locked_database_gives_up_after_a_bounded_wait(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    assert cli("fleet", "load", "--seed", "seed-504", "--db", f"sqlite:///{db}",
+    assert cli("fleet", "load", "--fleet", "seed-504", "--db", f"sqlite:///{db}",
                cwd=tmp_path).returncode == 0
     grown = tmp_path / "grown.yaml"  # the same fleet with one more rack: a load that writes
     grown.write_text("name: seed-504\nregions:\n  - name: us-east\n    racks: [{template: "
@@ -159,7 +161,7 @@ def test_locked_database_gives_up_after_a_bounded_wait(tmp_path: Path) -> None:
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         t0 = time.perf_counter()
-        res = cli("fleet", "load", str(grown), "--db", f"sqlite:///{db}",
+        res = cli("fleet", "load", "--fleet", str(grown), "--db", f"sqlite:///{db}",
                   cwd=tmp_path, env={"RACKSCALE_DB_LOCK_TIMEOUT_S": "1"}, timeout=90)
         took = time.perf_counter() - t0
     finally:
@@ -175,10 +177,10 @@ def test_read_only_database_is_refused_before_the_ladder(tmp_path: Path) -> None
     dbdir = tmp_path / "db"
     dbdir.mkdir()
     url = f"sqlite:///{dbdir}/r.db"
-    assert cli("fleet", "load", "--seed", "seed-504", "--db", url, cwd=tmp_path).returncode == 0
+    assert cli("fleet", "load", "--fleet", "seed-504", "--db", url, cwd=tmp_path).returncode == 0
     out = tmp_path / "findings.jsonl"
     script = (f"mount --bind -o ro {dbdir} {dbdir} && exec {sys.executable} -m rackscale "
-              f"certify run --seed seed-504 --db {url} --out {out}")
+              f"certify run --fleet seed-504 --db {url} --out {tmp_path}")
     res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
                          cwd=tmp_path, env=dict(os.environ), timeout=120)
     refused(res, "read-only", "Nothing was written")
@@ -190,13 +192,13 @@ def test_non_database_file_and_bad_urls(tmp_path: Path, monkeypatch: pytest.Monk
     junk.write_bytes(b"this is a text file, not SQLite\n" * 200)
     refused(inproc("lifecycle", "status", "--db", f"sqlite:///{junk}", cwd=tmp_path,
                    monkeypatch=monkeypatch), "not a rackscale database")
-    refused(inproc("fleet", "load", "--seed", "seed-504", "--db", f"sqlite:///{junk}",
+    refused(inproc("fleet", "load", "--fleet", "seed-504", "--db", f"sqlite:///{junk}",
                    cwd=tmp_path, monkeypatch=monkeypatch), "not a rackscale database")
     for url in ("postgresql+psycopg://ops:Hunter2pw@db.example:notaport/inv",
                 "postgresql+psycopg://ops:Hunter2pw@127.0.0.1:99999/inv",
                 "mysql://ops:Hunter2pw@127.0.0.1/inv",
                 "postgresql+psycopg://ops:Hunter2pw@127.0.0.1:1/inv"):
-        res = inproc("fleet", "load", "--seed", "seed-504", "--db", url, cwd=tmp_path,
+        res = inproc("fleet", "load", "--fleet", "seed-504", "--db", url, cwd=tmp_path,
                      monkeypatch=monkeypatch)
         refused(res)
         assert "Hunter2pw" not in res.stdout + res.stderr, url
@@ -213,10 +215,10 @@ def test_read_only_commands_create_no_files(tmp_path: Path,
 
 # ---------------------------------------------------------------- damaged files
 @pytest.mark.parametrize("args", [
-    ["certify", "run", "--seed", "seed-504", "--faults", "{f}"],
+    ["certify", "run", "--fleet", "seed-504", "--faults", "{f}"],
     ["checkpoint", "ls", "--config", "{f}"],
     ["report", "validate", "{f}"],
-    ["fleet", "validate", "{f}"],
+    ["fleet", "validate", "--fleet", "{f}"],
 ])
 @pytest.mark.parametrize("payload", [b"faults: []\x00\x00", b"\xff\xfe\x00binary\x89PNG"])
 def test_binary_input_files_exit_2(args: list[str], payload: bytes, tmp_path: Path,
@@ -230,7 +232,7 @@ def test_binary_input_files_exit_2(args: list[str], payload: bytes, tmp_path: Pa
 def test_corrupt_plant_file_says_what_to_do(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     db = f"sqlite:///{tmp_path}/r.db"
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
     for garbage in (b"{not json", b"[1, 2]", b'{"power": 3}', b"\x00\x01"):
         plant = tmp_path / "plant.json"
         plant.write_bytes(garbage)

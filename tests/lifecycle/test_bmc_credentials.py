@@ -110,7 +110,7 @@ def test_wrong_password_from_env_is_refused_without_echo(
 def test_cli_refuses_url_credentials_and_masks_them(bmc: str, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/r.db"
     env = dict(os.environ)
-    load = subprocess.run([sys.executable, "-m", "rackscale", "fleet", "load", "--seed",
+    load = subprocess.run([sys.executable, "-m", "rackscale", "fleet", "load", "--fleet",
                            "seed-504", "--db", db], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=120)
     assert load.returncode == 0, load.stderr

@@ -18,7 +18,7 @@ def test_markup_in_a_drain_reason_does_not_break_history(tmp_path: Path, reason:
     monkeypatch.setenv("COLUMNS", "300")  # one line per row, so the reason reads whole
     db = f"sqlite:///{tmp_path}/r.db"
     plant = str(tmp_path / "plant.json")
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
     res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["lifecycle", "advance", "us-east/r02", "--to", "cabled",

@@ -47,10 +47,10 @@ def test_cli_asks_for_replace(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/r.db"
     spec = tmp_path / "lab.yaml"
     spec.write_text(OTHER)
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
-    res = runner.invoke(app, ["fleet", "load", str(spec), "--db", db])
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["fleet", "load", "--fleet", str(spec), "--db", db])
     assert res.exit_code == 2 and "--replace" in res.output
     assert Store(db).count_components(kind=RACK) == 7
-    res = runner.invoke(app, ["fleet", "load", str(spec), "--db", db, "--replace"])
+    res = runner.invoke(app, ["fleet", "load", "--fleet", str(spec), "--db", db, "--replace"])
     assert res.exit_code == 0, res.output
     assert "- rack us-east/r01" in res.output and Store(db).count_components(kind=RACK) == 1

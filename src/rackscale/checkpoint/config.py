@@ -7,6 +7,7 @@ keys (`access_key_env`, `secret_key_env`); inline keys are accepted only from a 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -128,14 +129,25 @@ def load_config(path: str | os.PathLike[str]) -> TiersConfig:
     return parse_config(data or {}, str(p))
 
 
-def default_config(data_dir: str | os.PathLike[str]) -> TiersConfig:
-    """The embedded default: every tier is a directory under the data dir (two 'regions')."""
+DEFAULT_REGIONS = ("us-east", "us-west")
+
+
+def default_config(data_dir: str | os.PathLike[str],
+                   regions: Sequence[str] = DEFAULT_REGIONS) -> TiersConfig:
+    """The embedded default: every tier is a directory under the data dir. The region tier is
+    the first of `regions` (the CLI passes the loaded fleet's regions), the others are its
+    replicas; without a fleet, the seed fleet's two regions."""
+    regions = list(regions) or list(DEFAULT_REGIONS)
+    if "local" in regions:
+        raise ConfigError("a fleet region named 'local' clashes with the local tier; write a "
+                          "tiers config (docs/checkpoint.md) and pass it with --config")
     root = Path(data_dir) / "checkpoints"
+    archive = "archive" if "archive" not in regions else "archive-tier"
     return TiersConfig(
         local_dir=str(root / "local"),
-        region=StoreSpec(name="us-east", kind="dir", path=str(root / "us-east")),
-        replicas=[StoreSpec(name="us-west", kind="dir", path=str(root / "us-west"))],
-        archive=StoreSpec(name="archive", kind="dir", path=str(root / "archive")),
+        region=StoreSpec(name=regions[0], kind="dir", path=str(root / regions[0])),
+        replicas=[StoreSpec(name=r, kind="dir", path=str(root / r)) for r in regions[1:]],
+        archive=StoreSpec(name=archive, kind="dir", path=str(root / archive)),
         chunk_size=1 * MiB, part_size=4 * MiB,
         retention=Retention(keep_local=2, keep_region=4, archive_every=2, keep_archived=4),
     )

@@ -23,10 +23,28 @@ console = Console()
 err_console = Console(stderr=True)
 
 DbOption = typer.Option(
-    None, "--db", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
+    None, "--db", metavar="URL", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
     "rackscale.db; PostgreSQL: postgresql+psycopg://user@host/db).", show_default=False,
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+# The option names every command shares are listed, one concept per name, in docs/cli.md
+# (tests/cli/test_option_names.py holds every command to that table).
+FleetOption = typer.Option(
+    None, "--fleet", metavar="SPEC", show_default=False,
+    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504). Default: the "
+    "fleet loaded in the store (--db).")
+
+
+def seed_option(default: int, what: str) -> Any:
+    """`--seed N`: the random seed of `what` (same seed, same run)."""
+    return typer.Option(default, "--seed", min=0, help=f"Random seed of {what} (same seed, "
+                        "same result).")
+
+
+def out_dir_option(default: str, what: str) -> Any:
+    """`--out DIR`: the directory a command writes its files into (created when missing)."""
+    return typer.Option(default, "--out", metavar="DIR", help=f"Directory to write {what} "
+                        "into (created when missing).")
 
 
 def json_safe(obj: Any) -> Any:

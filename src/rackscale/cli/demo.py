@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from rackscale.cli._common import DbOption, console, err_console
+from rackscale.cli._common import DbOption, console, err_console, seed_option
 from rackscale.cli.certify import step_certify
 from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
@@ -98,7 +96,7 @@ def _one_demo_at_a_time(data_dir: Path, wait_s: float = DEMO_LOCK_WAIT_S) -> Ite
 
 def demo(
     db: str | None = DbOption,
-    seed: int = typer.Option(7, "--seed", min=0, help="Random seed of the digital twin."),
+    seed: int = seed_option(7, "the digital twin, the checkpoint data and the simulation"),
 ) -> None:
     """Run the main job on the seed fleet, on the embedded defaults."""
     t0 = time.perf_counter()

@@ -22,10 +22,12 @@ from rackscale.cli._common import (
     err_console,
     noun,
     plain,
+    seed_option,
 )
+from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
-from rackscale.fleet import FleetSpec, Topology
+from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     Controller,
     CoolingDriver,
@@ -48,7 +50,7 @@ from rackscale.lifecycle import (
     transition,
 )
 from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
-from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
+from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
@@ -56,31 +58,27 @@ if TYPE_CHECKING:
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
 PlantOption = typer.Option(
-    None, "--plant", help="Simulated plant state file (default: rackscale-data/"
+    None, "--plant", metavar="FILE", help="Simulated plant state file (default: rackscale-data/"
     "lifecycle-plant.json next to the default database).", show_default=False)
 RedfishOption = typer.Option(
-    None, "--redfish", help="Redfish base URL: power through real BMCs. Credentials come from "
-    "$RACKSCALE_BMC_CREDENTIALS (a file holding user:password) or $RACKSCALE_BMC_USER and "
-    "$RACKSCALE_BMC_PASSWORD, never from the URL.", show_default=False)
-SlurmOption = typer.Option(None, "--slurm-conf", help="slurm.conf: drain/resume in real Slurm.")
+    None, "--redfish", metavar="URL", help="Redfish base URL: power through real BMCs. "
+    "Credentials come from $RACKSCALE_BMC_CREDENTIALS (a file holding user:password) or "
+    "$RACKSCALE_BMC_USER and $RACKSCALE_BMC_PASSWORD, never from the URL.", show_default=False)
+SlurmOption = typer.Option(None, "--slurm-conf", metavar="FILE",
+                           help="slurm.conf: drain/resume in real Slurm.")
 FaultsOption = typer.Option(
-    None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
-    "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
-    "instead of the simulated plant. Simulated figures either way.", show_default=False)
-TwinSeedOption = typer.Option(7, "--twin-seed", min=0, help="Random seed of the digital twin.")
-
-
-class NoFleet(UserError):
-    pass
+    None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
+    "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
+    "flapping) instead of the simulated plant. Simulated figures either way.", show_default=False)
+TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
 
 def fleet_topology(store: Store) -> Topology:
-    with store.session() as s:
-        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
-    if row is None:
-        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --seed "
-                      "seed-504` first")
-    return Topology.build(FleetSpec.model_validate(row.spec))
+    spec = loaded_spec(store)
+    if spec is None:
+        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --fleet "
+                      "seed-504` (or --fleet FILE) first")
+    return Topology.build(spec)
 
 
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
@@ -267,7 +265,7 @@ def run(
         set_goal(store, list(ctl.targets), goal)
     if faults and not as_json:
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
-                      f"twin seed {twin_seed}")
+                      f"seed {twin_seed}")
 
     def triage() -> None:
         """Certification findings recorded since the last look move their parts to triage

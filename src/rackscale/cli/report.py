@@ -17,6 +17,7 @@ from rackscale.cli._common import (
     console,
     emit_json,
     noun,
+    out_dir_option,
 )
 from rackscale.errors import UserError
 from rackscale.inputs import load_json, read_text
@@ -36,18 +37,19 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
-StageOption = typer.Option(["domain"], "--stage", help="Certification stage every domain must "
-                           "have passed for the job shape: gpu, tray, domain, multi-rack (or "
-                           "1-4; repeat for several).")
+StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
+                           "must have passed for the job shape, comma-separated: gpu, tray, "
+                           "domain, multi-rack (or 1-4).")
 
 
 class ReportFileError(UserError):
     pass
 
 
-def _shape(gpus: int, stages: list[str]) -> Any:
+def _shape(gpus: int, stages_text: str) -> Any:
     from rackscale.report import JobShape
 
+    stages = [x.strip() for x in stages_text.split(",") if x.strip()]  # as certify --stages
     name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
     return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
 
@@ -118,16 +120,15 @@ def _figure(step: dict[str, Any]) -> str:
 @app.command()
 def build(
     db: str | None = DbOption,
-    out: Path = typer.Option(Path(DEFAULT_OUT), "--out", help="Directory for report.html and "
-                             "report.json."),
+    out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Write report.html (self-contained) and report.json from the store."""
     from rackscale.report import build_report
 
-    shape = _shape(shape_gpus, stage)
+    shape = _shape(shape_gpus, stages)
     check_out_dir(out)
     built = build_report(Store(db), out, shape=shape)
     if as_json:
@@ -143,13 +144,13 @@ def build(
 def show(
     db: str | None = DbOption,
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
     from rackscale.report import report_document
 
-    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stage))
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
                    "ledger": doc["ledger"], "reasons": doc["reasons"],
@@ -159,7 +160,9 @@ def show(
 
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -> None:
+def validate(
+    file: Path = typer.Argument(..., metavar="FILE", help="A report.json to check."),
+) -> None:
     """Check a report.json against the published JSON Schema (exit 2 when it does not match)."""
     try:
         import jsonschema

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, inspect, select, update
 
+from rackscale.fleet.spec import FleetSpec
 from rackscale.fleet.topology import RACK, Topology
 from rackscale.store.db import ConcurrentChange, NewEvent, Store, StoreError
 from rackscale.store.schema import ComponentRow, FleetRow
@@ -160,3 +161,13 @@ def _load_once(store: Store, topo: Topology, *, actor: str, reason: str, replace
             fleet_row.spec = spec
             fleet_row.loaded_at = now
     return result
+
+
+def loaded_spec(store: Store) -> FleetSpec | None:
+    """The fleet most recently loaded into `store` (the one its inventory matches), or None.
+    Commands that take `--fleet` default to it."""
+    if not inspect(store.engine).has_table(FleetRow.__tablename__):
+        return None  # a read-only store that never had a fleet loaded
+    with store.session() as s:
+        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
+    return None if row is None else FleetSpec.model_validate(row.spec)
