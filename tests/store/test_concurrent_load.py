@@ -17,7 +17,7 @@ from rackscale.store import Store
 def test_concurrent_loads_of_one_fleet(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/r.db"
     env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-m", "rackscale", "fleet", "load", "--seed",
+    procs = [subprocess.Popen([sys.executable, "-m", "rackscale", "fleet", "load", "--fleet",
                                "seed-504", "--db", db], cwd=tmp_path, env=env,
                               stdout=(tmp_path / f"o{i}").open("w"),
                               stderr=(tmp_path / f"e{i}").open("w")) for i in range(3)]
