@@ -18,7 +18,7 @@ _EXPORTS = {
     "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",
     "LadderConfig": "state", "LadderConfigError": "state", "THRESHOLDS": "verdict",
     "Baseline": "verdict", "Thresholds": "verdict", "fleet_baseline": "verdict",
-    "judge": "verdict",
+    "judge": "verdict", "TorchBackend": "torch_backend",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -3,6 +3,7 @@
 and retention. Imports nothing of rackscale but `rackscale.errors`.
 """
 
+from rackscale.checkpoint.bench import run_all as run_benchmarks
 from rackscale.checkpoint.config import (
     Retention,
     StoreSpec,
@@ -11,6 +12,7 @@ from rackscale.checkpoint.config import (
     load_config,
     parse_config,
 )
+from rackscale.checkpoint.demo import demo_checkpoint
 from rackscale.checkpoint.errors import (
     AlreadyExists,
     CheckpointError,
@@ -33,5 +35,6 @@ __all__ = [
     "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo", "ObjectMissing",
     "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle", "SaveReport",
     "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig", "UnknownCheckpoint",
-    "ckpt_id_for", "default_config", "gc", "load_config", "parse_config",
+    "ckpt_id_for", "default_config", "demo_checkpoint", "gc", "load_config", "parse_config",
+    "run_benchmarks",
 ]

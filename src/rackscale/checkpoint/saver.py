@@ -26,7 +26,7 @@ from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advanc
 from rackscale.checkpoint.objectstore import ObjectStore, fsync_dirs, write_durable
 from rackscale.checkpoint.staging import StagedItem, StagingPool
 from rackscale.checkpoint.tiers import Tiers
-from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, _noop, commit_manifest
+from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, commit_manifest, no_events
 from rackscale.checkpoint.upload import set_latest as _set_latest
 
 
@@ -68,7 +68,7 @@ class SaveHandle:
 
 
 class CheckpointManager:
-    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = _noop,
+    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg

@@ -206,7 +206,7 @@ def probe(
     if name == "allreduce" and world < 2:
         raise UserError("--world must be >= 2: a collective needs two ranks")
     if backend_name == "real":
-        from rackscale.certify.torch_backend import TorchBackend
+        from rackscale.certify import TorchBackend
         backend: Any = TorchBackend()
         where = backend.describe()
     elif backend_name == "twin":

@@ -17,13 +17,16 @@ from rich.table import Table
 
 from rackscale.checkpoint import (
     Restorer,
+    StoreAuthError,
+    StoreUnreachable,
     Tiers,
     TiersConfig,
     default_config,
+    demo_checkpoint,
     gc,
     load_config,
+    run_benchmarks,
 )
-from rackscale.checkpoint.errors import StoreAuthError, StoreUnreachable
 from rackscale.cli._common import JsonOption, console, emit_json, noun
 from rackscale.store import DEFAULT_DATA_DIR
 
@@ -199,14 +202,11 @@ def gc_cmd(config: Path | None = ConfigOption,
 def bench(quick: bool = typer.Option(False, "--quick", help="Small sizes (CI smoke)."),
           json_out: bool = JsonOption) -> None:
     """Save stall vs memcpy, persist vs dd, restore vs direct S3 GET and boto3 (measured)."""
-    from rackscale.checkpoint.bench import run_all
-    res = run_all(quick=quick, log=(lambda s: None) if json_out else console.print)
+    res = run_benchmarks(quick=quick, log=(lambda s: None) if json_out else console.print)
     if json_out:
         emit_json(res)
 
 
 def step_checkpoint(ctx: DemoContext) -> None:
     """Demo step: save a small state through every tier, restore it from a cold cache."""
-    from rackscale.checkpoint.demo import demo_checkpoint
-
     ctx.results["checkpoint"] = demo_checkpoint(ctx.data_dir, console.print, ctx.seed)

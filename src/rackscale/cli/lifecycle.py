@@ -19,27 +19,31 @@ from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
+    RACK,
     Controller,
     CoolingDriver,
     InterlockRefused,
     LifecycleRow,
     PassReport,
+    RackState,
     RedfishPowerDriver,
     ScontrolSlurm,
     SimCoolingDriver,
     SimPlant,
     SimPowerDriver,
+    TrayState,
     apply_findings,
+    check,
     counts,
     flow_ok,
     history,
-    ledger,
+    open_store,
+    parse_state,
     promote_passing,
     set_goal,
     state_of,
     transition,
 )
-from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
 from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
 
 if TYPE_CHECKING:
@@ -102,7 +106,7 @@ def status(
 ) -> None:
     """Racks and trays per state; with --rack, that rack's trays."""
     store = Store(db)
-    ledger.open_store(store)
+    open_store(store)
     if rack is not None:
         row = state_of(store, rack)
         if row.machine != RACK:

@@ -22,11 +22,13 @@ from rackscale.simulate import (
     FleetShape,
     SimConfig,
     make_config,
+    payload,
     plan,
     run,
     sweep,
+    write_csv,
+    write_png,
 )
-from rackscale.simulate.report import payload, write_csv, write_png
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:

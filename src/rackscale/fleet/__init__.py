@@ -1,5 +1,6 @@
 """Fleet model: spec, rack templates, hardware specs with sources, topology and ids."""
 
+from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 from rackscale.fleet.hardware import GPUS, NICS, PARTS, GpuSku, NicSku
 from rackscale.fleet.spec import (
     SEEDS,
@@ -40,11 +41,12 @@ from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml,
 
 __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "GPUS", "KINDS", "LEAF", "LPM_PER_KW", "NIC",
-    "NICS", "NODE", "NVSWITCH", "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE",
-    "SWITCH_TRAY", "TEMPLATES", "Component", "FleetSpec", "GpuSku", "NetworkSpec", "NicSku",
-    "Path", "Rack", "RackGroup", "RackTemplate", "RegionSpec", "SpecError", "Topology",
-    "UnknownComponent", "YamlSource", "get_template", "load_fleet", "load_yaml", "parse_fleet",
-    "read_yaml", "seed_fleet", "synthetic_fleet", "validate",
+    "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH", "PARTS", "POWER_SHELF",
+    "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES", "CduReading", "Component",
+    "FleetSpec", "GpuSku", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
+    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "YamlSource", "get_template",
+    "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet", "synthetic_fleet",
+    "validate",
 ]
 
 

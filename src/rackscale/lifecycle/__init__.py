@@ -25,6 +25,7 @@ from rackscale.lifecycle.ledger import (
     counts,
     enroll,
     history,
+    open_store,
     set_goal,
     state_of,
     transition,
@@ -32,21 +33,25 @@ from rackscale.lifecycle.ledger import (
 from rackscale.lifecycle.redfish import RedfishPowerDriver
 from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
 from rackscale.lifecycle.states import (
+    RACK,
     RACK_TRANSITIONS,
+    TRAY,
     TRAY_TRANSITIONS,
     IllegalTransition,
     RackState,
     TrayState,
+    check,
+    parse_state,
 )
 from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
 
 __all__ = [
-    "INTERLOCK", "NOTED", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_TRANSITIONS",
-    "CduReading", "CduTelemetry", "Controller", "CoolingDriver", "DriverError", "EvidenceMissing",
-    "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow", "PassReport",
-    "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm", "SimCoolingDriver",
-    "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier", "TrayState",
-    "TriageReport", "UnknownLifecycleComponent", "apply_findings", "counts", "enroll",
-    "flow_ok", "history", "node_name", "power_targets", "promote_passing", "set_goal",
-    "state_of", "transition",
+    "INTERLOCK", "NOTED", "RACK", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY",
+    "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolingDriver", "DriverError",
+    "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow",
+    "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm",
+    "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier",
+    "TrayState", "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts",
+    "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
+    "promote_passing", "set_goal", "state_of", "transition",
 ]

@@ -16,9 +16,9 @@ from typing import Any, Literal
 import numpy as np
 
 from rackscale.errors import UserError
-from rackscale.report.collect import StoreView
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
+from rackscale.report.storeview import StoreView
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from rackscale.fleet.topology import RACK, Topology
+from rackscale.fleet import RACK, Topology
 from rackscale.store.db import NewEvent, Store
 from rackscale.store.schema import ComponentRow, FleetRow
 
