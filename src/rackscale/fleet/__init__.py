@@ -13,7 +13,7 @@ from rackscale.fleet.spec import (
     seed_fleet,
     synthetic_fleet,
 )
-from rackscale.fleet.templates import TEMPLATES, RackTemplate, get_template
+from rackscale.fleet.templates import TEMPLATES, RackTemplate, UnknownTemplate, get_template
 from rackscale.fleet.topology import (
     CDU,
     COMPUTE_TRAY,
@@ -44,9 +44,9 @@ __all__ = [
     "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH", "PARTS", "POWER_SHELF",
     "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES", "CduReading", "Component",
     "FleetSpec", "GpuSku", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
-    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "YamlSource", "get_template",
-    "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet", "synthetic_fleet",
-    "validate",
+    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate", "YamlSource",
+    "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet",
+    "synthetic_fleet", "validate",
 ]
 
 

@@ -43,9 +43,7 @@ class RackGroup(_Strict):
     @classmethod
     def _known_template(cls, v: str) -> str:
         if v not in TEMPLATES:
-            raise ValueError(
-                f"unknown rack template {v!r}; valid templates: {', '.join(sorted(TEMPLATES))}"
-            )
+            raise ValueError(TEMPLATES.unknown_message(v))
         return v
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rackscale.fleet.hardware import GPUS, NICS, PARTS
+from rackscale.registry import Registry, UnknownName
 
 Shape = Literal["nvl72", "hgx"]
 
@@ -67,35 +68,34 @@ def _hgx(name: str, *, gpu: str, switch: str, switches: int, node_kw: float,
     )
 
 
-TEMPLATES: dict[str, RackTemplate] = {
-    t.name: t
-    for t in (
-        # Rack power for VR NVL72 is unverified (secondary sources: 120-230 kW); 190 kW is an
-        # estimate chosen inside that range.
-        _nvl72("vr-nvl72", gpu="rubin", cpu="vera", nic="cx9", dpu="bf4",
-               switch="nvlink6-switch-tray", kw=190.0, shelves=8,
-               source="Vera Rubin NVL72 (NUMBERS.md); rack power estimated"),
-        _nvl72("gb200-nvl72", gpu="gb200", cpu="grace", nic="cx7", dpu="bf3",
-               switch="nvlink5-switch-tray", kw=120.0, shelves=8,
-               source="DGX SuperPOD GB200 reference architecture (NUMBERS.md)"),
-        _nvl72("gb300-nvl72", gpu="gb300", cpu="grace", nic="cx8", dpu="bf3",
-               switch="nvlink5-switch-tray", kw=142.0, shelves=8,
-               source="NVIDIA enterprise reference architecture: 8 x 33 kW shelves, ~142 kW"),
-        # HGX node power: ~10.2 kW (H100/H200), ~14.3 kW (B200) per DGX system specs.
-        _hgx("hgx-h100", gpu="h100-sxm", switch="nvswitch-gen3", switches=4, node_kw=10.2,
-             source="NVIDIA DGX H100 (secondary)"),
-        _hgx("hgx-h200", gpu="h200-sxm", switch="nvswitch-gen3", switches=4, node_kw=10.2,
-             source="NVIDIA DGX H200 (secondary)"),
-        _hgx("hgx-b200", gpu="b200", switch="nvswitch-gen4", switches=2, node_kw=14.3,
-             source="NVIDIA DGX B200 user guide (secondary)"),
-    )
-}
+class UnknownTemplate(UnknownName):
+    pass
+
+
+TEMPLATES: Registry[RackTemplate] = Registry(
+    "rack template", plural="templates", error=UnknownTemplate, sort_names=True)
+for _t in (
+    # Rack power for VR NVL72 is unverified (secondary sources: 120-230 kW); 190 kW is an
+    # estimate chosen inside that range.
+    _nvl72("vr-nvl72", gpu="rubin", cpu="vera", nic="cx9", dpu="bf4",
+           switch="nvlink6-switch-tray", kw=190.0, shelves=8,
+           source="Vera Rubin NVL72 (NUMBERS.md); rack power estimated"),
+    _nvl72("gb200-nvl72", gpu="gb200", cpu="grace", nic="cx7", dpu="bf3",
+           switch="nvlink5-switch-tray", kw=120.0, shelves=8,
+           source="DGX SuperPOD GB200 reference architecture (NUMBERS.md)"),
+    _nvl72("gb300-nvl72", gpu="gb300", cpu="grace", nic="cx8", dpu="bf3",
+           switch="nvlink5-switch-tray", kw=142.0, shelves=8,
+           source="NVIDIA enterprise reference architecture: 8 x 33 kW shelves, ~142 kW"),
+    # HGX node power: ~10.2 kW (H100/H200), ~14.3 kW (B200) per DGX system specs.
+    _hgx("hgx-h100", gpu="h100-sxm", switch="nvswitch-gen3", switches=4, node_kw=10.2,
+         source="NVIDIA DGX H100 (secondary)"),
+    _hgx("hgx-h200", gpu="h200-sxm", switch="nvswitch-gen3", switches=4, node_kw=10.2,
+         source="NVIDIA DGX H200 (secondary)"),
+    _hgx("hgx-b200", gpu="b200", switch="nvswitch-gen4", switches=2, node_kw=14.3,
+         source="NVIDIA DGX B200 user guide (secondary)"),
+):
+    TEMPLATES.add(_t.name, _t)
 
 
 def get_template(name: str) -> RackTemplate:
-    try:
-        return TEMPLATES[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown rack template {name!r}; valid templates: {', '.join(sorted(TEMPLATES))}"
-        ) from None
+    return TEMPLATES[name]

@@ -69,8 +69,7 @@ class SimConfig(BaseModel):
     @classmethod
     def _known_model(cls, v: str) -> str:
         if v not in FAILURE_MODELS:
-            raise ValueError(f"unknown failure model {v!r}; valid failure models: "
-                             f"{', '.join(sorted(FAILURE_MODELS))}")
+            raise ValueError(FAILURE_MODELS.unknown_message(v))
         return v
 
 
