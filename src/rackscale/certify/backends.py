@@ -10,10 +10,11 @@ import numpy as np
 
 from rackscale.certify.measure import BackendName, Groups, Timed
 from rackscale.faults import TwinHardware
+from rackscale.provenance import Provenance
 
 
 class TwinBackend:
-    name: BackendName = "twin"
+    name: BackendName = Provenance.TWIN
     gemm_n = 16384
     copy_bytes = 4 << 30
 

@@ -24,6 +24,7 @@ from rackscale.certify.stage_nvlink import run_stage_domain, run_stage_tray
 from rackscale.certify.stage_scaleout import run_stage_multirack
 from rackscale.certify.state import LadderConfig, RunState
 from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
+from rackscale.provenance import Provenance
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
@@ -72,7 +73,7 @@ class CertifyRun:
             "gpus_healthy": self.gpus_healthy, "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
             "fabric": self.fabric,
-            "simulated" if self.backend == "twin" else "measured": True,
+            Provenance(self.backend).basis: True,
         }
 
 

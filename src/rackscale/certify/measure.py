@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
-BackendName = Literal["twin", "real"]
+from rackscale.provenance import Provenance
+
+# The backend that answered a probe (its provenance): the twin or real hardware.
+BackendName = Provenance
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,7 @@ class Measurement:
 
     @property
     def source(self) -> str:
-        return "measured" if self.backend == "real" else "simulated"
+        return Provenance(self.backend).basis
 
 
 class Backend(Protocol):

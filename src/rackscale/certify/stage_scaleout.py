@@ -16,6 +16,7 @@ from rackscale.certify.localize import bisect
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import FAIL
 from rackscale.fleet import NICS
+from rackscale.provenance import Provenance
 
 SCALEOUT_SPEC_EFFICIENCY = 0.9  # spec floor: 90% of NIC line rate as all-reduce busbw
 HIER_TOLERANCE = 0.9  # NVLink-on multi-rack below 90% of what its parts predict = NVLink short
@@ -158,7 +159,7 @@ def _nvlink_on(st: RunState) -> None:
             "gpus": len(g), "nvlink_on_busbw": round(got, 1),
             "nvlink_on_expected": round(float(expected[i]), 1),
             "nvlink_off_busbw": round(off, 1), "shortfall": "nvlink" if short else "none",
-            "simulated" if st.backend.name == "twin" else "measured": True})
+            Provenance(st.backend.name).basis: True})
         if short:
             st.findings.append(Finding(
                 component=topo.regions[int(topo.gpu_region[g[0]])], kind="unlocalized",

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rackscale.errors import UserError
+from rackscale.provenance import Provenance
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 from rackscale.report.storeview import StoreView
@@ -86,11 +87,8 @@ class Ledger:
 
 
 def _basis_of(backend: Any) -> Basis:
-    if backend == "real":
-        return "measured"
-    if backend == "twin":
-        return "simulated"
-    return "recorded"
+    provenance = Provenance.parse(backend)
+    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
@@ -98,14 +96,11 @@ def _lifecycle_backend(view: StoreView) -> Basis:
     for ev in view.states.values():
         p = ev.payload
         if p.get("simulated") is True:
-            seen.add("twin")
+            seen.add(Provenance.TWIN)
         else:
-            seen.add(p.get("backend") or p.get("driver_backend"))
-    if seen == {"real"}:
-        return "measured"
-    if seen == {"twin"}:
-        return "simulated"
-    return "recorded"
+            seen.add(Provenance.parse(p.get("backend") or p.get("driver_backend")))
+    # One basis only when every state came from the same kind of hardware.
+    return _basis_of(seen.pop()) if len(seen) == 1 else "recorded"
 
 
 class _Mask:
