@@ -13,7 +13,13 @@ from rackscale.fleet.spec import (
     seed_fleet,
     synthetic_fleet,
 )
-from rackscale.fleet.templates import TEMPLATES, RackTemplate, UnknownTemplate, get_template
+from rackscale.fleet.templates import (
+    DEFAULT_MAX_BAD_TRAYS,
+    TEMPLATES,
+    RackTemplate,
+    UnknownTemplate,
+    get_template,
+)
 from rackscale.fleet.topology import (
     CDU,
     COMPUTE_TRAY,
@@ -32,6 +38,7 @@ from rackscale.fleet.topology import (
     SPINE,
     SWITCH_TRAY,
     Component,
+    Holder,
     Path,
     Rack,
     Topology,
@@ -40,13 +47,13 @@ from rackscale.fleet.topology import (
 from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml, validate
 
 __all__ = [
-    "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "GPUS", "KINDS", "LEAF", "LPM_PER_KW", "NIC",
-    "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH", "PARTS", "POWER_SHELF",
-    "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES", "CduReading", "Component",
-    "FleetSpec", "GpuSku", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
-    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate", "YamlSource",
-    "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet",
-    "synthetic_fleet", "validate",
+    "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
+    "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
+    "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
+    "CduReading", "Component", "FleetSpec", "GpuSku", "Holder", "NetworkSpec", "NicSku", "Path",
+    "Rack", "RackGroup", "RackTemplate", "RegionSpec", "SpecError", "Topology", "UnknownComponent",
+    "UnknownTemplate", "YamlSource", "get_template", "load_fleet", "load_yaml", "parse_fleet",
+    "read_yaml", "seed_fleet", "synthetic_fleet", "validate",
 ]
 
 

@@ -54,7 +54,7 @@ class RackGroup(_Strict):
             raise ValueError(
                 f"count is {self.count} but {len(self.names)} names are listed; make them agree"
             )
-        if self.nodes_per_rack is not None and TEMPLATES[self.template].shape != "hgx":
+        if self.nodes_per_rack is not None and not TEMPLATES[self.template].nodes_per_rack_varies:
             raise ValueError(
                 f"nodes_per_rack applies to HGX templates only; {self.template} always holds "
                 "18 compute trays"

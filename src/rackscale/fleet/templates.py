@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rackscale.fleet.hardware import GPUS, NICS, PARTS
+from rackscale.fleet.kinds import COMPUTE_TRAY, NODE, NVSWITCH, SWITCH_TRAY
 from rackscale.registry import Registry, UnknownName
 
 Shape = Literal["nvl72", "hgx"]
+DEFAULT_MAX_BAD_TRAYS = 2  # see RackTemplate.max_bad_trays
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +39,12 @@ class RackTemplate:
     # power-on (about 1.43 L/min per kW at a 10 K rise, NUMBERS.md).
     rack_power_kw: float
     source: str
+    # Trays (or nodes) out of service a rack may have and still be promoted to production
+    # (degraded when any is out). An NVL72 job spans the rack's one NVLink domain and runs with
+    # up to 2 trays out; with `cordon_on_bad_trays`, more than that drains the whole rack for
+    # repair. HGX nodes are their own domains: a bad node never cordons its rack.
+    max_bad_trays: int = DEFAULT_MAX_BAD_TRAYS
+    cordon_on_bad_trays: bool = False
 
     def __post_init__(self) -> None:
         for field, table in (("gpu", GPUS), ("nic", NICS), ("cpu", PARTS), ("dpu", PARTS)):
@@ -46,8 +54,28 @@ class RackTemplate:
         if self.nics_per_tray != self.gpus_per_tray:
             raise ValueError(f"template {self.name}: rails need one NIC per GPU")
 
+    # What the shape means, said once here; rooms ask these instead of testing the shape.
+    @property
+    def domain_is_rack(self) -> bool:
+        """One NVLink domain spans the whole rack (NVL72); else each node is one (HGX)."""
+        return self.shape == "nvl72"
+
+    @property
+    def tray_kind(self) -> str:
+        return COMPUTE_TRAY if self.domain_is_rack else NODE
+
+    @property
+    def switch_kind(self) -> str:
+        """NVLink switch trays on the rack (NVL72), or NVSwitch chips on each node (HGX)."""
+        return SWITCH_TRAY if self.domain_is_rack else NVSWITCH
+
+    @property
+    def nodes_per_rack_varies(self) -> bool:
+        """Whether a fleet spec may set how many nodes a rack holds (HGX); NVL72 is fixed."""
+        return not self.domain_is_rack
+
     def tray_prefix(self) -> str:
-        return "c" if self.shape == "nvl72" else "n"
+        return "c" if self.tray_kind == COMPUTE_TRAY else "n"
 
 
 def _nvl72(name: str, *, gpu: str, cpu: str, nic: str, dpu: str, switch: str, kw: float,
@@ -55,7 +83,7 @@ def _nvl72(name: str, *, gpu: str, cpu: str, nic: str, dpu: str, switch: str, kw
     return RackTemplate(
         name=name, shape="nvl72", gpu=gpu, cpu=cpu, nic=nic, dpu=dpu, switch=switch, trays=18,
         gpus_per_tray=4, cpus_per_tray=2, nics_per_tray=4, dpus_per_tray=2, switches=9,
-        power_shelves=shelves, rack_power_kw=kw, source=source,
+        power_shelves=shelves, rack_power_kw=kw, source=source, cordon_on_bad_trays=True,
     )
 
 

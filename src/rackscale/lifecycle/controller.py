@@ -388,14 +388,16 @@ class Controller:
 
     def _escalate(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row],
                   trays: list[str], rep: PassReport) -> None:
-        if self.racks[rid].template.shape != "nvl72":
+        template = self.racks[rid].template
+        if not template.cordon_on_bad_trays:
             return
-        bad = self._bad.get(rid, 0)
-        if bad > 2 and row.state in (R.PRODUCTION, R.DEGRADED):
+        bad, limit = self._bad.get(rid, 0), template.max_bad_trays
+        if bad > limit and row.state in (R.PRODUCTION, R.DEGRADED):
             self._move(tx(), rid, row, R.DRAINING,
-                       f"{bad} trays bad (> 2): NVL72 rack cordoned", rep, bad_trays=bad)
-        elif 0 < bad <= 2 and row.state == R.PRODUCTION:
-            self._move(tx(), rid, row, R.DEGRADED, f"{bad} tray(s) out (<= 2 tolerated)", rep)
+                       f"{bad} trays bad (> {limit}): NVL72 rack cordoned", rep, bad_trays=bad)
+        elif 0 < bad <= limit and row.state == R.PRODUCTION:
+            self._move(tx(), rid, row, R.DEGRADED,
+                       f"{bad} tray(s) out (<= {limit} tolerated)", rep)
 
     def _try_production(self, s: Session, rid: str, row: _Row, rep: PassReport,
                         why: str) -> None:
@@ -411,7 +413,7 @@ class Controller:
         ledger.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
                           expect=row.state, extra=extra or None)
         if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
-            rack = cid.rsplit("/", 1)[0]
+            rack = self.topo.holder(cid).rack
             delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)
             self._bad[rack] = self._bad.get(rack, 0) + delta
         row.state = str(to)

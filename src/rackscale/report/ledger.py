@@ -394,15 +394,13 @@ def _rack_rows(view: StoreView, mask: _Mask, healthy: np.ndarray,
     by_rack: dict[str, list[str]] = defaultdict(list)
     for f in findings:
         cid = f["component"]
-        if cid not in topo.index or topo.rack_of[topo.index[cid]] < 0:
+        holder = topo.holder(cid) if cid in topo.index else None
+        if holder is None or holder.rack is None:
             continue
-        rack = topo.racks[topo.rack_of[topo.index[cid]]]
-        parts = cid[len(rack.id) + 1:].split("/") if cid != rack.id else []
-        tray_id = f"{rack.id}/{parts[0]}" if parts else None
-        if tray_id is not None and topo.kinds[topo.index[tray_id]] in ("compute_tray", "node"):
-            by_tray[tray_id].append(f["kind"])
+        if holder.tray is not None:
+            by_tray[holder.tray].append(f["kind"])
         else:
-            by_rack[rack.id].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
+            by_rack[holder.rack].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
     rows = []
     for rack in topo.racks:
         gpus = np.arange(rack.gpu_first, rack.gpu_end)

@@ -109,7 +109,7 @@ class FleetShape:
             for group in region.racks:
                 t = get_template(group.template)
                 templates.add(t.name)
-                if t.shape == "nvl72":
+                if t.domain_is_rack:
                     shapes.add((t.trays, t.gpus_per_tray))
                     domains += group.rack_count
                 else:  # an HGX node is its own NVLink domain
