@@ -86,3 +86,23 @@ def test_no_private_name_is_imported_from_another_module() -> None:
                     if alias.name.startswith("_") and not alias.name.startswith("__"):
                         offenders.append(f"{path.relative_to(SRC)}: {node.module}.{alias.name}")
     assert not offenders, offenders
+
+
+def test_no_two_rooms_export_one_name_for_two_things() -> None:
+    """A name two rooms export must be the same object re-exported (lifecycle passes on
+    fleet's CduReading), never two meanings (a rack machine vs a rack kind; coolant tiers vs
+    checkpoint tiers; a GPU route vs pathlib.Path)."""
+    owners: dict[str, tuple[str, object]] = {}
+    clashes = []
+    for room in ROOMS:
+        package = importlib.import_module(f"rackscale.{room}")
+        for name in getattr(package, "__all__", ()):
+            value = getattr(package, name)
+            if name in owners:
+                first_room, first = owners[name]
+                if first is not value or isinstance(value, str | int | float):
+                    clashes.append(f"{name}: {first_room} and {room}")
+            else:
+                owners[name] = (room, value)
+    assert not clashes, clashes
+    assert "Path" not in owners and "Tier" not in owners  # pathlib.Path, checkpoint tiers

@@ -15,9 +15,6 @@ import numpy as np
 
 from rackscale.provenance import Provenance
 
-# The backend that answered a probe (its provenance): the twin or real hardware.
-BackendName = Provenance
-
 
 @dataclass(frozen=True, slots=True)
 class Groups:
@@ -77,7 +74,7 @@ class Timed:
 class Measurement:
     probe: str
     unit: str
-    backend: BackendName
+    backend: Provenance  # which backend answered: the twin or real hardware
     values: np.ndarray  # one figure per scope element (NaN where it errored)
     errors: dict[int, str] = field(default_factory=dict)
     extra: dict[str, np.ndarray] = field(default_factory=dict)
@@ -89,9 +86,10 @@ class Measurement:
 
 
 class Backend(Protocol):
-    """Where probes run: the digital twin or real hardware through PyTorch."""
+    """Where probes run: the digital twin or real hardware through PyTorch. Its `name` is its
+    provenance, what every figure it answers is labelled with."""
 
-    name: BackendName
+    name: Provenance
     gemm_n: int  # matrix size the backend's GEMM probe uses by default
     copy_bytes: int  # buffer size of its memory-bandwidth probe
 

@@ -19,7 +19,7 @@ from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
-    RACK,
+    RACK_MACHINE,
     Controller,
     CoolingDriver,
     InterlockRefused,
@@ -109,7 +109,7 @@ def status(
     open_store(store)
     if rack is not None:
         row = state_of(store, rack)
-        if row.machine != RACK:
+        if row.machine != RACK_MACHINE:
             raise UserError(f"{rack} is a tray; --rack takes a rack id such as us-east/r01")
         with store.session() as s:
             trays = [(t.component_id, t.state, t.fault_tier) for t in s.scalars(
@@ -161,15 +161,15 @@ def advance(
                         faults=faults, twin_seed=twin_seed)
     row = state_of(store, cid)
     target = parse_state(row.machine, to)
-    if row.machine == RACK and target in (RackState.COOLING_VERIFIED, RackState.POWERED):
+    if row.machine == RACK_MACHINE and target in (RackState.COOLING_VERIFIED, RackState.POWERED):
         rack = ctl.racks[cid]
         reading = ctl.cooling.read()[cid]
         why = flow_ok(reading, rack.required_flow_lpm, ctl.policy.max_inlet_c)
         if why is not None:
             raise InterlockRefused(f"{to} of {cid} refused by the coolant interlock: {why}; "
                                    "nothing changed")
-    if row.machine == RACK and target == RackState.POWERED:
-        check(RACK, cid, row.state, target)  # refuse before anything is switched
+    if row.machine == RACK_MACHINE and target == RackState.POWERED:
+        check(RACK_MACHINE, cid, row.state, target)  # refuse before anything is switched
         set_goal(store, [cid], RackState.POWERED.value)
         for _ in range(4 * len(ctl.targets[cid][0]) + 4):
             why_not = ctl.reconcile().waiting.get(cid)
@@ -204,7 +204,7 @@ def drain(
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), slurm_conf=slurm_conf, actor="operator")
     row = state_of(store, cid)
-    to = RackState.DRAINING if row.machine == RACK else TrayState.TRIAGE
+    to = RackState.DRAINING if row.machine == RACK_MACHINE else TrayState.TRIAGE
     t = transition(store, cid, to, actor="operator", reason=reason)
     rep = ctl.reconcile() if slurm_conf else None
     console.print(f"{cid}: {t.src} -> [bold]{t.dst}[/]"
@@ -253,7 +253,7 @@ def run(
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, slurm_conf,
                         enroll=True, faults=faults, twin_seed=twin_seed)
     if goal is not None:
-        parse_state(RACK, goal)
+        parse_state(RACK_MACHINE, goal)
         set_goal(store, list(ctl.targets), goal)
     if faults and not as_json:
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "

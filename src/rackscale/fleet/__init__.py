@@ -39,8 +39,8 @@ from rackscale.fleet.topology import (
     SWITCH_TRAY,
     Component,
     Holder,
-    Path,
     Rack,
+    Route,
     Topology,
     UnknownComponent,
 )
@@ -50,8 +50,8 @@ __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
     "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
     "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
-    "CduReading", "Component", "FleetSpec", "GpuSku", "Holder", "NetworkSpec", "NicSku", "Path",
-    "Rack", "RackGroup", "RackTemplate", "RegionSpec", "SpecError", "Topology", "UnknownComponent",
+    "CduReading", "Component", "FleetSpec", "GpuSku", "Holder", "NetworkSpec", "NicSku", "Rack",
+    "RackGroup", "RackTemplate", "RegionSpec", "Route", "SpecError", "Topology", "UnknownComponent",
     "UnknownTemplate", "YamlSource", "get_template", "load_fleet", "load_yaml", "parse_fleet",
     "read_yaml", "seed_fleet", "synthetic_fleet", "validate",
 ]

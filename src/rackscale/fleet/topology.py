@@ -120,7 +120,7 @@ class Holder:
 
 
 @dataclass(frozen=True, slots=True)
-class Path:
+class Route:
     """The route between two GPUs. Each hop is a tuple of the parts that carry it in parallel
     (all 9 NVLink switch trays of a domain; every spine, by ECMP)."""
 
@@ -435,12 +435,12 @@ class Topology:
         return lo + int(np.searchsorted(self.gpu_comp[lo:rack.gpu_end], i))
 
     # ------------------------------------------------------------------ paths
-    def path(self, a: str, b: str) -> Path:
+    def path(self, a: str, b: str) -> Route:
         ga, gb = self.gpu_number(a), self.gpu_number(b)
         if ga == gb:
-            return Path(a, b, "same", ((a,),))
+            return Route(a, b, "same", ((a,),))
         if self.gpu_domain[ga] == self.gpu_domain[gb]:
-            return Path(a, b, "nvlink", ((a,), self.domain_switches[self.gpu_domain[ga]], (b,)))
+            return Route(a, b, "nvlink", ((a,), self.domain_switches[self.gpu_domain[ga]], (b,)))
         nic_a, nic_b = self.ids[self.gpu_nic[ga]], self.ids[self.gpu_nic[gb]]
         leaf_a, leaf_b = self.leaves[self.gpu_leaf[ga]], self.leaves[self.gpu_leaf[gb]]
         hops: list[tuple[str, ...]] = [(a,), (nic_a,), (leaf_a,)]
@@ -451,7 +451,7 @@ class Topology:
                 hops.append(tuple(self.spines[rb]))
             hops.append((leaf_b,))
         hops += [(nic_b,), (b,)]
-        return Path(a, b, "scaleout", tuple(hops))
+        return Route(a, b, "scaleout", tuple(hops))
 
     # ------------------------------------------------------------------ blast radius
     def affected_gpus(self, cid: str) -> np.ndarray:

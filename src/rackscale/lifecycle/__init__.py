@@ -13,8 +13,9 @@ from rackscale.lifecycle.drivers import (
     SimPowerDriver,
     power_targets,
 )
-from rackscale.lifecycle.interlocks import FaultPolicy, InterlockRefused, Tier, flow_ok
-from rackscale.lifecycle.ledger import (
+from rackscale.lifecycle.interlocks import CoolantTier, FaultPolicy, InterlockRefused, flow_ok
+from rackscale.lifecycle.redfish import RedfishPowerDriver
+from rackscale.lifecycle.repository import (
     INTERLOCK,
     NOTED,
     SLURM,
@@ -30,12 +31,10 @@ from rackscale.lifecycle.ledger import (
     state_of,
     transition,
 )
-from rackscale.lifecycle.redfish import RedfishPowerDriver
 from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
+from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
-    RACK,
     RACK_TRANSITIONS,
-    TRAY,
     TRAY_TRANSITIONS,
     IllegalTransition,
     RackState,
@@ -43,15 +42,16 @@ from rackscale.lifecycle.states import (
     check,
     parse_state,
 )
+from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
 from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
 
 __all__ = [
-    "INTERLOCK", "NOTED", "RACK", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY",
-    "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolingDriver", "DriverError",
-    "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow",
-    "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm",
-    "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier",
-    "TrayState", "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts",
-    "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
+    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_MACHINE",
+    "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
+    "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
+    "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm",
+    "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "TrayState",
+    "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts", "enroll",
+    "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
     "promote_passing", "set_goal", "state_of", "transition",
 ]

@@ -5,7 +5,8 @@ leak tiers -> coolant-fault tiers (with deadlines) -> power (sequenced under the
 only with verified flow) -> valve -> caps -> onboarding goal -> escalation -> Slurm. It is
 level-triggered and idempotent: a pass with nothing changed sends no command and writes
 nothing, and a pass after a crash re-derives what is left from what the hardware reports, so a
-transition is neither lost nor written twice (the ledger's compare-and-set guards that too).
+transition is neither lost nor written twice (the state repository's compare-and-set guards
+that too).
 Writes for one rack commit together, after its commands.
 """
 
@@ -21,7 +22,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from rackscale.fleet import Topology
-from rackscale.lifecycle import ledger
+from rackscale.lifecycle import repository
 from rackscale.lifecycle.drivers import (
     CduTelemetry,
     CoolingDriver,
@@ -30,14 +31,15 @@ from rackscale.lifecycle.drivers import (
     power_targets,
 )
 from rackscale.lifecycle.interlocks import (
+    RESPONSE_STEPS,
+    CoolantTier,
     FaultPolicy,
-    Tier,
     coolant_fault,
     flow_ok,
     leak_tier,
 )
-from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.passes import PassReport, Tx
+from rackscale.lifecycle.repository import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
@@ -72,7 +74,7 @@ class Controller:
                  cooling: CoolingDriver, *, slurm: SlurmControl | None = None,
                  clock: Callable[[], float] = time.time, policy: FaultPolicy | None = None,
                  actor: str = "controller") -> None:
-        self.store = ledger.open_store(store)
+        self.store = repository.open_store(store)
         self.topo = topo
         self.power = power
         self.cooling = cooling
@@ -93,7 +95,7 @@ class Controller:
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
 
     def enroll(self) -> int:
-        return ledger.enroll(self.store, self.topo, actor=self.actor)
+        return repository.enroll(self.store, self.topo, actor=self.actor)
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> PassReport:
@@ -116,7 +118,7 @@ class Controller:
             if cid != rack:
                 if st in BAD_TRAY_STATES:
                     self._bad[rack] = self._bad.get(rack, 0) + 1
-                if tier >= Tier.OFF:
+                if tier >= CoolantTier.OFF:
                     self._held.add(cid)
                 if st in _HELD_STATES:
                     self._repair.add(cid)
@@ -190,12 +192,12 @@ class Controller:
                                 trays=sorted(reading.leaking_trays))
                 if legal and row.state != R.ISOLATED:
                     self._move(tx(), rid, row, R.ISOLATED, why, rep)
-                self._fault(tx(), rid, row, row.since or now, Tier.ISOLATE)
+                self._fault(tx(), rid, row, row.since or now, CoolantTier.ISOLATE)
             return
         if lt == "general":
             for tray in sorted(reading.leaking_trays):
                 trow = rows.get(tray)
-                if trow is None or trow.tier >= Tier.OFF:
+                if trow is None or trow.tier >= CoolantTier.OFF:
                     continue
                 if obs.get(tray):
                     self.power.set_power(tray, False)
@@ -206,22 +208,22 @@ class Controller:
                 if T(trow.state) not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[
                         T(trow.state)]:
                     self._move(tx(), tray, trow, T.TRIAGE, why, rep)
-                self._fault(tx(), tray, trow, now, Tier.OFF)
+                self._fault(tx(), tray, trow, now, CoolantTier.OFF)
 
         # a tray held off by a leak is released once it is dry and out of triage
         for tray in self._held.intersection(trays) if self._held else ():
             trow = rows[tray]
-            if (trow.tier >= Tier.OFF and tray not in reading.leaking_trays
+            if (trow.tier >= CoolantTier.OFF and tray not in reading.leaking_trays
                     and trow.state not in BAD_TRAY_STATES):
-                self._fault(tx(), tray, trow, None, Tier.NONE)
+                self._fault(tx(), tray, trow, None, CoolantTier.NONE)
 
         fault = coolant_fault(reading, need, pol.max_inlet_c)
         shelves_on = any(obs.get(t) for t in shelves)
         if fault and (shelves_on or row.tier > 0):
             since = row.since if row.since is not None else now
             age = now - since
-            tier = Tier(row.tier)
-            for step in (Tier.WARN, Tier.CAP, Tier.DRAIN, Tier.OFF, Tier.ISOLATE):
+            tier = CoolantTier(row.tier)
+            for step in RESPONSE_STEPS:
                 if tier >= step:
                     continue
                 if age < pol.due(step):
@@ -232,18 +234,18 @@ class Controller:
                 self._fault(tx(), rid, row, since, tier)
         elif not fault and row.tier > 0:
             cleared_from = row.tier
-            self._fault(tx(), rid, row, None, Tier.NONE)
+            self._fault(tx(), rid, row, None, CoolantTier.NONE)
             self._interlock(tx(), rid, "coolant", "cleared", "coolant fault cleared", rep,
                             tier=int(cleared_from))
-            if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < Tier.OFF:
+            if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < CoolantTier.OFF:
                 self._try_production(tx(), rid, row, rep, "coolant fault cleared")
 
         # ---- valve and caps follow the state
-        want_valve = row.state != R.ISOLATED and row.tier < Tier.ISOLATE
+        want_valve = row.state != R.ISOLATED and row.tier < CoolantTier.ISOLATE
         if reading.valve_open != want_valve:
             self.cooling.set_valve(rid, want_valve)
             rep.commands += 1
-        want_cap = Tier.CAP <= row.tier < Tier.OFF
+        want_cap = CoolantTier.CAP <= row.tier < CoolantTier.OFF
         if (rid in caps) != want_cap:
             self.power.set_cap(rid, pol.cap_fraction if want_cap else None)
             rep.commands += 1
@@ -251,14 +253,14 @@ class Controller:
         # ---- power
         goal_i = _GOAL_INDEX.get(row.goal or "", -1)
         sequencing = (row.state == R.COOLING_VERIFIED and goal_i > _PATH_INDEX[row.state]
-                      and row.tier == Tier.NONE)
-        if (row.state in POWERED_RACK_STATES and row.tier < Tier.OFF) or sequencing:
+                      and row.tier == CoolantTier.NONE)
+        if (row.state in POWERED_RACK_STATES and row.tier < CoolantTier.OFF) or sequencing:
             self._power_up(rid, row, rows, shelves, trays, obs, reading, load, now, rep, tx)
         else:
             self._all_off(shelves, trays, obs, rep)
 
         # ---- onboarding goal and escalation
-        if row.tier == Tier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
+        if row.tier == CoolantTier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
             self._walk(tx, rid, row, rows, trays, obs, reading, rep)
         self._escalate(tx, rid, row, rows, trays, rep)
 
@@ -319,27 +321,27 @@ class Controller:
                 rep.commands += 1
             self._pending.pop(t, None)
 
-    def _step(self, tx: Tx, rid: str, row: _Row, step: Tier, fault: str,
+    def _step(self, tx: Tx, rid: str, row: _Row, step: CoolantTier, fault: str,
               shelves: list[str], trays: list[str], obs: dict[str, bool],
               reading: CduTelemetry, rep: PassReport) -> None:
         s = tx()
         action = step.name.lower()
         self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", rep,
                         tier=int(step))
-        if step == Tier.CAP:
+        if step == CoolantTier.CAP:
             self.power.set_cap(rid, self.policy.cap_fraction)
             rep.commands += 1
             if row.state == R.PRODUCTION:
                 self._move(s, rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", rep)
-        elif step == Tier.DRAIN:
+        elif step == CoolantTier.DRAIN:
             if row.state in (R.PRODUCTION, R.DEGRADED):
                 self._move(s, rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", rep)
-        elif step == Tier.OFF:
+        elif step == CoolantTier.OFF:
             self._all_off(shelves, trays, obs, rep)
             if R.MAINTENANCE in RACK_TRANSITIONS[R(row.state)] and row.state in POWERED_RACK_STATES:
                 self._move(s, rid, row, R.MAINTENANCE,
                            f"coolant fault ({fault}): rack powered off", rep)
-        elif step == Tier.ISOLATE:
+        elif step == CoolantTier.ISOLATE:
             if reading.valve_open:
                 self.cooling.set_valve(rid, False)
                 rep.commands += 1
@@ -381,7 +383,7 @@ class Controller:
                        rep)
         elif st == R.BURN_IN:
             s = tx()
-            if ledger.passing_evidence(s, ledger.get_row(s, rid)) is not None:
+            if repository.passing_evidence(s, repository.get_row(s, rid)) is not None:
                 self._move(s, rid, row, R.CERTIFIED, "passing certification on record", rep)
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, rep, "goal production")
@@ -401,8 +403,8 @@ class Controller:
 
     def _try_production(self, s: Session, rid: str, row: _Row, rep: PassReport,
                         why: str) -> None:
-        lrow = ledger.get_row(s, rid)
-        if ledger.passing_evidence(s, lrow) is None:
+        lrow = repository.get_row(s, rid)
+        if repository.passing_evidence(s, lrow) is None:
             rep.waiting[rid] = "production needs a passing certification newer than repair"
             return
         self._move(s, rid, row, R.PRODUCTION, why, rep)
@@ -410,7 +412,7 @@ class Controller:
     # ------------------------------------------------------------------ writes
     def _move(self, s: Session, cid: str, row: _Row, to: str, reason: str, rep: PassReport,
               **extra: Any) -> None:
-        ledger.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
+        repository.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
                           expect=row.state, extra=extra or None)
         if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
             rack = self.topo.holder(cid).rack
@@ -423,7 +425,7 @@ class Controller:
         s.execute(update(LifecycleRow).where(LifecycleRow.component_id == cid)
                   .values(fault_since=since, fault_tier=int(tier)))
         row.since, row.tier = since, int(tier)
-        if int(tier) >= Tier.OFF and cid in self._nodes:
+        if int(tier) >= CoolantTier.OFF and cid in self._nodes:
             self._held.add(cid)
 
     def _hold(self, tx: Tx, rid: str, rule: str, why: str, reading: CduTelemetry,

@@ -22,13 +22,21 @@ class InterlockRefused(UserError):
     pass
 
 
-class Tier(IntEnum):
+class CoolantTier(IntEnum):
+    """How far the response to a coolant fault has gone on a rack or tray (not a checkpoint
+    tier): each step is due a set time after the fault is first seen (FaultPolicy)."""
+
     NONE = 0
     WARN = 1
     CAP = 2
     DRAIN = 3
     OFF = 4
     ISOLATE = 5
+
+
+# The response to a coolant fault, in the order its steps come due.
+RESPONSE_STEPS = (CoolantTier.WARN, CoolantTier.CAP, CoolantTier.DRAIN, CoolantTier.OFF,
+                  CoolantTier.ISOLATE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,11 +65,12 @@ class FaultPolicy:
         if self.period_s <= 0:
             raise ValueError(f"FaultPolicy.period_s must be > 0; got {self.period_s}")
 
-    def due(self, tier: Tier) -> float:
-        return {Tier.WARN: self.warn_s, Tier.CAP: self.cap_s, Tier.DRAIN: self.drain_s,
-                Tier.OFF: self.off_s, Tier.ISOLATE: self.isolate_s}[tier]
+    def due(self, tier: CoolantTier) -> float:
+        return {CoolantTier.WARN: self.warn_s, CoolantTier.CAP: self.cap_s,
+                CoolantTier.DRAIN: self.drain_s, CoolantTier.OFF: self.off_s,
+                CoolantTier.ISOLATE: self.isolate_s}[tier]
 
-    def deadline(self, tier: Tier) -> float:
+    def deadline(self, tier: CoolantTier) -> float:
         return self.due(tier) + self.period_s
 
 

@@ -1,4 +1,5 @@
-"""The lifecycle ledger: current state in a table of our own, history in the store's event log.
+"""The lifecycle state repository: current state in a table of our own, history in the
+store's event log.
 
 Every transition writes a `lifecycle.transition` event and updates `lifecycle_state` in ONE
 transaction, with a compare-and-set on the old state, so a crash (kill -9) can never leave the
