@@ -15,6 +15,9 @@ import numpy as np
 
 from rackscale.provenance import Provenance
 
+# The old name of a backend's provenance, kept for code written against it (the runners).
+BackendName = Provenance
+
 
 @dataclass(frozen=True, slots=True)
 class Groups:
