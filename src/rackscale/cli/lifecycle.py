@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
-from sqlalchemy import select
 
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.errors import UserError
@@ -22,8 +21,6 @@ from rackscale.lifecycle import (
     RACK_MACHINE,
     Controller,
     CoolingDriver,
-    InterlockRefused,
-    LifecycleRow,
     PassReport,
     RackState,
     RedfishPowerDriver,
@@ -33,9 +30,7 @@ from rackscale.lifecycle import (
     SimPowerDriver,
     TrayState,
     apply_findings,
-    check,
     counts,
-    flow_ok,
     history,
     open_store,
     parse_state,
@@ -43,8 +38,9 @@ from rackscale.lifecycle import (
     set_goal,
     state_of,
     transition,
+    trays_of,
 )
-from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
+from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
@@ -68,12 +64,11 @@ class NoFleet(UserError):
 
 
 def fleet_topology(store: Store) -> Topology:
-    with store.session() as s:
-        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
-    if row is None:
+    spec = store.latest_fleet_spec()
+    if spec is None:
         raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --seed "
                       "seed-504` first")
-    return Topology.build(FleetSpec.model_validate(row.spec))
+    return Topology.build(FleetSpec.model_validate(spec))
 
 
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
@@ -111,11 +106,7 @@ def status(
         row = state_of(store, rack)
         if row.machine != RACK_MACHINE:
             raise UserError(f"{rack} is a tray; --rack takes a rack id such as us-east/r01")
-        with store.session() as s:
-            trays = [(t.component_id, t.state, t.fault_tier) for t in s.scalars(
-                select(LifecycleRow).where(LifecycleRow.rack == rack,
-                                           LifecycleRow.machine == "tray")
-                .order_by(LifecycleRow.component_id))]
+        trays = [(t.component_id, t.state, t.fault_tier) for t in trays_of(store, rack)]
         out = {"rack": rack, "state": row.state, "goal": row.goal, "fault_tier": row.fault_tier,
                "trays": [{"id": t, "state": st, "fault_tier": ft} for t, st, ft in trays]}
         if as_json:
@@ -159,34 +150,7 @@ def advance(
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator",
                         faults=faults, twin_seed=twin_seed)
-    row = state_of(store, cid)
-    target = parse_state(row.machine, to)
-    if row.machine == RACK_MACHINE and target in (RackState.COOLING_VERIFIED, RackState.POWERED):
-        rack = ctl.racks[cid]
-        reading = ctl.cooling.read()[cid]
-        why = flow_ok(reading, rack.required_flow_lpm, ctl.policy.max_inlet_c)
-        if why is not None:
-            raise InterlockRefused(f"{to} of {cid} refused by the coolant interlock: {why}; "
-                                   "nothing changed")
-    if row.machine == RACK_MACHINE and target == RackState.POWERED:
-        check(RACK_MACHINE, cid, row.state, target)  # refuse before anything is switched
-        set_goal(store, [cid], RackState.POWERED.value)
-        for _ in range(4 * len(ctl.targets[cid][0]) + 4):
-            why_not = ctl.reconcile().waiting.get(cid)
-            if state_of(store, cid).state == RackState.POWERED:
-                break
-        else:
-            # An error changes nothing: put the goal back (else a later `lifecycle run` would
-            # power the rack up behind the operator's back) and let one pass switch off any
-            # shelf this attempt turned on.
-            set_goal(store, [cid], row.goal)
-            ctl.reconcile()
-            raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
-                            f"{row.goal or 'none'} and it stays {row.state}")
-        result = {"component": cid, "from": row.state, "to": "powered"}
-    else:
-        t = transition(store, cid, target, actor="operator", reason=reason)
-        result = {"component": cid, "from": t.src, "to": t.dst, "seq": t.seq}
+    result = ctl.advance(cid, to, reason=reason)
     if as_json:
         emit_json(result)
     else:

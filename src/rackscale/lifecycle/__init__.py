@@ -13,7 +13,13 @@ from rackscale.lifecycle.drivers import (
     SimPowerDriver,
     power_targets,
 )
-from rackscale.lifecycle.interlocks import CoolantTier, FaultPolicy, InterlockRefused, flow_ok
+from rackscale.lifecycle.interlocks import (
+    CoolantTier,
+    FaultPolicy,
+    InterlockRefused,
+    LeakTier,
+    flow_ok,
+)
 from rackscale.lifecycle.redfish import RedfishPowerDriver
 from rackscale.lifecycle.repository import (
     INTERLOCK,
@@ -30,6 +36,7 @@ from rackscale.lifecycle.repository import (
     set_goal,
     state_of,
     transition,
+    trays_of,
 )
 from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
 from rackscale.lifecycle.states import RACK as RACK_MACHINE
@@ -49,9 +56,9 @@ __all__ = [
     "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_MACHINE",
     "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
     "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
-    "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm",
-    "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "TrayState",
-    "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts", "enroll",
-    "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
-    "promote_passing", "set_goal", "state_of", "transition",
+    "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",
+    "ScontrolSlurm", "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl",
+    "TrayState", "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts",
+    "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
+    "promote_passing", "set_goal", "state_of", "transition", "trays_of",
 ]

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 from rackscale.errors import UserError
 from rackscale.lifecycle.drivers import DEFAULT_MAX_INLET_C, CduTelemetry
@@ -96,12 +96,25 @@ def coolant_fault(r: CduTelemetry, required_lpm: float, max_inlet_c: float) -> s
     return None
 
 
-def leak_tier(r: CduTelemetry) -> str | None:
-    """'critical' (close the valve), 'severe' (> 2 trays: isolate), 'general' (shut trays)."""
+class LeakTier(StrEnum):
+    """How bad a rack's coolant leak is, and so what the interlock does."""
+
+    CRITICAL = "critical"
+    """The CDU reports a critical leak: close the valve, isolate the rack."""
+    SEVERE = "severe"
+    """More than SEVERE_LEAK_TRAYS trays leak: isolate the rack."""
+    GENERAL = "general"
+    """One or a few trays leak: shut those trays down."""
+
+
+SEVERE_LEAK_TRAYS = 2  # more leaking trays than this isolate the whole rack
+
+
+def leak_tier(r: CduTelemetry) -> LeakTier | None:
     if r.critical_leak:
-        return "critical"
-    if len(r.leaking_trays) > 2:
-        return "severe"
+        return LeakTier.CRITICAL
+    if len(r.leaking_trays) > SEVERE_LEAK_TRAYS:
+        return LeakTier.SEVERE
     if r.leaking_trays:
-        return "general"
+        return LeakTier.GENERAL
     return None

@@ -127,6 +127,14 @@ def get_row(s: Session, cid: str) -> LifecycleRow:
     return row
 
 
+def trays_of(store: Store, rack: str) -> list[LifecycleRow]:
+    """The lifecycle rows of a rack's trays, by id."""
+    with store.session() as s:
+        return list(s.scalars(select(LifecycleRow).where(
+            LifecycleRow.rack == rack, LifecycleRow.machine == "tray")
+            .order_by(LifecycleRow.component_id)))
+
+
 def state_of(store: Store, cid: str) -> LifecycleRow:
     with store.session() as s:
         return get_row(s, cid)
