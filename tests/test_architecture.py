@@ -106,3 +106,22 @@ def test_no_two_rooms_export_one_name_for_two_things() -> None:
                 owners[name] = (room, value)
     assert not clashes, clashes
     assert "Path" not in owners and "Tier" not in owners  # pathlib.Path, checkpoint tiers
+
+
+@pytest.mark.parametrize(("owner", "tables"), [
+    ("store", ("EventRow", "ComponentRow", "FleetRow", "sqlalchemy")),
+    ("lifecycle", ("LifecycleRow", "lifecycle_state")),
+])
+def test_rooms_read_another_rooms_tables_through_its_api(owner: str,
+                                                         tables: tuple[str, ...]) -> None:
+    """SQL on the store's tables belongs to the store (and lifecycle's own table to lifecycle;
+    lifecycle also uses SQLAlchemy for it): other rooms call `Store` and lifecycle functions."""
+    allowed = {owner} | ({"lifecycle"} if owner == "store" else set())
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        room = path.relative_to(SRC).parts[0]
+        if room in allowed:
+            continue
+        text = path.read_text()
+        offenders += [f"{path.relative_to(SRC)}: {t}" for t in tables if t in text]
+    assert not offenders, offenders

@@ -20,7 +20,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
-from rackscale.store.schema import Base, ComponentRow, EventRow
+from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
 
 class StoreError(UserError):
@@ -228,6 +228,23 @@ class Store:
         q = _component_filter(q, kind, scope)
         with self.session() as s:
             return int(s.scalar(q) or 0)
+
+    def component_ids(self, *, kind: str) -> set[str]:
+        """Ids of every inventory component of one kind (the report's installed GPUs)."""
+        with self.session() as s:
+            return set(s.scalars(select(ComponentRow.id).where(ComponentRow.kind == kind)))
+
+    # ------------------------------------------------------------------ fleets
+    def fleet_specs(self) -> dict[str, dict[str, Any]]:
+        """Every loaded fleet's spec (as loaded, plain JSON), by fleet name."""
+        with self.session() as s:
+            return {r.name: r.spec for r in s.scalars(select(FleetRow))}
+
+    def latest_fleet_spec(self) -> dict[str, Any] | None:
+        """The spec of the fleet loaded (or reloaded) last, or None when none is loaded."""
+        with self.session() as s:
+            row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
+            return None if row is None else row.spec
 
     def counts_by_kind(self) -> dict[str, int]:
         q = select(ComponentRow.kind, func.count()).group_by(ComponentRow.kind)
