@@ -60,7 +60,9 @@ class SimConfig(BaseModel):
     straggler_detect_min: NonNeg = 30.0
     spare_domains: Annotated[int, Field(ge=0)] | None = None  # None: every unit the job leaves
     spare_trays: Annotated[int, Field(ge=0)] = 0  # hot-spare trays kept idle in each domain
-    escalate_at: Annotated[int, Field(ge=0)] = 3  # trays out that send a whole rack to repair
+    # Trays out at once that send a whole rack to repair (0: never); None: the rack
+    # template's rule (an NVL72 rack is cordoned with more than 2 trays out, so at 3).
+    escalate_at: Annotated[int, Field(ge=0)] | None = None
     rack_repair_h: PosFloat = 12.0  # whole-rack repair after escalation (assumption)
     repair_scale: PosFloat = 1.0  # multiplies every per-cause repair time
     mfu: Annotated[float, Field(gt=0, le=1)] = 1.0  # program goodput's model-FLOPs share
@@ -124,6 +126,13 @@ class FleetShape:
                    template=",".join(sorted(templates)))
 
 
+def _escalate_at(config: SimConfig, fleet: FleetShape) -> int:
+    if config.escalate_at is not None:
+        return config.escalate_at
+    template = get_template(fleet.template.split(",")[0])
+    return template.max_bad_trays + 1 if template.cordon_on_bad_trays else 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """A config resolved on a fleet; every time in hours. A *unit* is what the job allocates:
@@ -171,7 +180,7 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
         gpus_per_unit = (unit_trays - spare_trays) * gpt
         units_fleet = fleet.domains
         # An HGX domain is one node: nothing to escalate to.
-        escalate = config.escalate_at if unit_trays > 1 else 0
+        escalate = _escalate_at(config, fleet) if unit_trays > 1 else 0
         if escalate > unit_trays:
             raise SimulateError(f"escalate-at {escalate} exceeds the {unit_trays} trays of a "
                                 f"domain; use 0 (never) or 1..{unit_trays}")
