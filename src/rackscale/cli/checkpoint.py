@@ -29,19 +29,32 @@ from rackscale.checkpoint import (
     load_config,
     run_benchmarks,
 )
-from rackscale.cli._common import JsonOption, console, emit_json, err_console, noun
-from rackscale.store import DEFAULT_DATA_DIR
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli.fleet import existing_store
+from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
 
 app = noun("Tiered checkpoints: local NVMe, region S3, other regions, archive.")
-ConfigOption = typer.Option(None, "--config", help="Tiers config (YAML/JSON); default: "
-                            "directories under ./rackscale-data/checkpoints.")
+ConfigOption = typer.Option(None, "--config", metavar="FILE", help="Tiers config (YAML/JSON); "
+                            "default: directories under ./rackscale-data/checkpoints, one per "
+                            "region of the fleet loaded in --db.")
 
 
-def _cfg(config: Path | None) -> TiersConfig:
-    return load_config(config) if config else default_config(DEFAULT_DATA_DIR)
+CkptArg = typer.Argument("latest", metavar="CKPT", help="Checkpoint id, or latest.")
+
+
+def _cfg(config: Path | None, db: str | None) -> TiersConfig:
+    """--config, else the directory default with one tier per region of the fleet loaded in
+    --db (the seed fleet's two regions when none is loaded)."""
+    if config:
+        return load_config(config)
+    store = existing_store(db)
+    spec = loaded_spec(store) if store is not None else None
+    if spec is None:
+        return default_config(DEFAULT_DATA_DIR)
+    return default_config(DEFAULT_DATA_DIR, [r.name for r in spec.regions])
 
 
 def _fmt_t(t: float | None) -> str:
@@ -102,24 +115,24 @@ def _warn_problems(r: Restorer, ckpt_id: str | None = None) -> None:
         err_console.print(f"[yellow]{tier} unreachable:[/] {escape(why)}", soft_wrap=True)
     for cid, bad in r.bad_manifests.items():
         if ckpt_id is None or cid == ckpt_id:
-            for tier, why in bad.items():
-                err_console.print(f"[yellow]{tier}: damaged manifest of {cid} skipped:[/] "
+            for why in bad.values():  # each reason starts with its tier and key
+                err_console.print(f"[yellow]damaged manifest of {cid} skipped:[/] "
                                   f"{escape(why)}", soft_wrap=True)
-    for tier, why in r.bad_latest.items():
-        err_console.print(f"[yellow]{tier}: latest pointer ignored:[/] {escape(why)}",
-                          soft_wrap=True)
+    for why in r.bad_latest.values():
+        err_console.print(f"[yellow]latest pointer ignored:[/] {escape(why)}", soft_wrap=True)
     for where in r.quarantined:
         err_console.print(f"[yellow]bad local copy set aside in {escape(where)}[/]")
 
 
 @app.command("ls")
-def ls(config: Path | None = ConfigOption, json_out: bool = JsonOption) -> None:
+def ls(config: Path | None = ConfigOption, db: str | None = DbOption,
+       json_out: bool = JsonOption) -> None:
     """List committed checkpoints, their state, RPO and which tiers hold them.
 
     Exit code 2 if a tier could not be reached (the table shows what the others hold),
     1 if a manifest is damaged.
     """
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     notes: list[str] = []
     rows = _rows(tiers, r, notes)
@@ -148,10 +161,10 @@ def ls(config: Path | None = ConfigOption, json_out: bool = JsonOption) -> None:
 
 
 @app.command("show")
-def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
-         json_out: bool = JsonOption) -> None:
+def show(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
+         db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """One checkpoint: manifest, items, per-chunk hashes, state times, tiers."""
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
     m, src, _ = r.manifest(ckpt_id)
@@ -185,16 +198,16 @@ _FAILED = {"missing", "corrupt", "bad-manifest", "differs", "unreachable"}
 
 
 @app.command("verify")
-def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
+def verify(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
            tier: str | None = typer.Option(None, "--tier", help="Only this tier."),
-           json_out: bool = JsonOption) -> None:
+           db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Check each tier's copy: its manifest, every object's size, every chunk (changes nothing).
 
     Exit code 1 unless every tier that holds a manifest verified and at least one did: a
     missing object, a bad chunk or size, a damaged manifest, a tier holding another save or
     a tier that could not be reached all fail (with --tier, so does a tier without a copy).
     """
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
     results = [r.verify(ckpt_id, s) for s in ([tiers.store(tier)] if tier else tiers.all)]
@@ -217,11 +230,13 @@ def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = Config
 
 
 @app.command("restore")
-def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
-            out: Path | None = typer.Option(None, "--out", help="Also copy the files here."),
-            json_out: bool = JsonOption) -> None:
+def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
+            out: Path | None = typer.Option(None, "--out", metavar="DIR", help="Directory to "
+                                            "copy the restored files into (created when "
+                                            "missing)."),
+            db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Read-through restore into the local cache (local, region, other regions, archive)."""
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     probe = Restorer(tiers)
     ckpt_id = probe.resolve_id(ckpt_id)
     total = probe.manifest(ckpt_id)[0].total_bytes
@@ -244,10 +259,10 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
                   f"measured): served by {rep.tier} (chunks per tier: {rep.served_by})")
     for k, v in rep.unreachable.items():
         console.print(f"  [yellow]{k} unreachable: {escape(v)}[/]")
-    for k, v in rep.bad_manifests.items():
-        console.print(f"  [yellow]{k}: damaged manifest skipped: {escape(v)}[/]")
-    for k, v in rep.bad_latest.items():
-        console.print(f"  [yellow]{k}: latest pointer ignored: {escape(v)}[/]")
+    for v in rep.bad_manifests.values():  # each reason starts with its tier and key
+        console.print(f"  [yellow]damaged manifest skipped: {escape(v)}[/]")
+    for v in rep.bad_latest.values():
+        console.print(f"  [yellow]latest pointer ignored: {escape(v)}[/]")
     for where in rep.quarantined:
         console.print(f"  [yellow]bad local copy set aside in {escape(where)}[/]")
     for b in rep.bad_sizes:
@@ -262,9 +277,9 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
 @app.command("gc")
 def gc_cmd(config: Path | None = ConfigOption,
            dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
-           json_out: bool = JsonOption) -> None:
+           db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Apply retention: last k local, n per region, every m-th archived; skip leased ones."""
-    rep = gc(Tiers(_cfg(config)), dry_run=dry_run)
+    rep = gc(Tiers(_cfg(config, db)), dry_run=dry_run)
     if json_out:
         emit_json(rep.as_dict())
         return

@@ -2,6 +2,7 @@
 
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 from rackscale.fleet.hardware import GPUS, NICS, PARTS, GpuSku, NicSku
+from rackscale.fleet.links import Fabric, HardwareModel, LinkClass, allreduce_busbw
 from rackscale.fleet.spec import (
     SEEDS,
     FleetSpec,
@@ -50,10 +51,11 @@ __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
     "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
     "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
-    "CduReading", "Component", "FleetSpec", "GpuSku", "Holder", "NetworkSpec", "NicSku", "Rack",
-    "RackGroup", "RackTemplate", "RegionSpec", "Route", "SpecError", "Topology", "UnknownComponent",
-    "UnknownTemplate", "YamlSource", "get_template", "load_fleet", "load_yaml", "parse_fleet",
-    "read_yaml", "seed_fleet", "synthetic_fleet", "validate",
+    "CduReading", "Component", "Fabric", "FleetSpec", "GpuSku", "HardwareModel", "Holder",
+    "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate", "RegionSpec",
+    "Route", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate", "YamlSource",
+    "allreduce_busbw", "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml",
+    "seed_fleet", "synthetic_fleet", "validate",
 ]
 
 

@@ -228,6 +228,8 @@ class Controller:
         # ---- onboarding goal and escalation
         if row.tier == CoolantTier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
             self._walk(r)
+        if row.state in SERVING_RACK_STATES:
+            self._promote_trays(r)
         self._escalate(r)
 
     def _leak(self, r: RackPass) -> bool:
@@ -434,6 +436,18 @@ class Controller:
                 self._move(s, rid, row, R.CERTIFIED, "passing certification on record", ps)
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, ps, "goal production")
+
+    def _promote_trays(self, r: RackPass) -> None:
+        """Trays in burn_in of a serving rack join production once a passing certification
+        newer than their last repair is on record (the state repository checks it again)."""
+        for tray in r.trays:
+            trow = r.ps.rows.get(tray)
+            if trow is None or trow.state != T.BURN_IN:
+                continue
+            s = r.tx()
+            if repository.passing_evidence(s, repository.get_row(s, tray)) is not None:
+                self._move(s, tray, trow, T.PRODUCTION, "passing certification on record",
+                           r.ps)
 
     def _escalate(self, r: RackPass) -> None:
         """The rack template's rule: too many bad trays cordon the rack, some degrade it."""
