@@ -383,12 +383,6 @@ class Store:
         with self.session() as s:
             return {r.name: r.spec for r in s.scalars(select(FleetRow))}
 
-    def latest_fleet_spec(self) -> dict[str, Any] | None:
-        """The spec of the fleet loaded (or reloaded) last, or None when none is loaded."""
-        with self.session() as s:
-            row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
-            return None if row is None else row.spec
-
     def counts_by_kind(self) -> dict[str, int]:
         q = select(ComponentRow.kind, func.count()).group_by(ComponentRow.kind)
         with self.session() as s:
