@@ -48,7 +48,7 @@ def _discard(mgr: CheckpointManager, ckpt_id: str, tag: str, entry: dict,
 
 
 def resume_all(mgr: CheckpointManager) -> list[SaveReport]:
-    from rackscale.checkpoint.saver import SaveReport, CommitJob
+    from rackscale.checkpoint.saver import CommitJob, SaveReport
 
     tiers = mgr.tiers
     out = []
