@@ -28,11 +28,11 @@ from rackscale.certify.stage_nvlink import run_stage_domain, run_stage_tray
 from rackscale.certify.stage_scaleout import run_stage_multirack
 from rackscale.certify.state import LadderConfig, LadderConfigError, RunState
 from rackscale.fleet import COMPUTE_TRAY, NODE, RACK, REGION, HardwareModel, Topology
+from rackscale.provenance import Provenance
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
 }
-RACK_PARTS = ("cdu", "switch_tray", "power_shelf", "rack")
 SCOPE_KINDS = (REGION, RACK, COMPUTE_TRAY, NODE)  # what `--scope` may name
 
 
@@ -80,7 +80,7 @@ class CertifyRun:
             "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
             "fabric": self.fabric, "scope": self.config.scope,
-            "simulated" if self.backend == "twin" else "measured": True,
+            Provenance(self.backend).basis: True,
         }
 
 
@@ -156,19 +156,16 @@ class Ladder:
         topo = self.topo
         stages = self.config.stages
         in_tray: dict[int, list[str]] = {}
-        in_rack: dict[int, list[str]] = {}
+        in_rack: dict[str, list[str]] = {}
         external: dict[int, list[str]] = {}  # findings outside the tray touching its GPUs
         for f in findings:
             if f.component not in topo.index:
                 continue
-            i = topo.index[f.component]
-            kind = topo.kinds[i]
-            r = topo.rack_of[i]
-            if kind in ("gpu", "nic", "cpu", "dpu", "nvswitch", COMPUTE_TRAY, NODE):
-                tray = i if kind in (COMPUTE_TRAY, NODE) else topo.parents[i]
-                in_tray.setdefault(tray, []).append(f.component)
-            elif r >= 0:
-                in_rack.setdefault(r, []).append(f.component)
+            holder = topo.holder(f.component)
+            if holder.tray is not None:
+                in_tray.setdefault(topo.index[holder.tray], []).append(f.component)
+            elif holder.rack is not None:
+                in_rack.setdefault(holder.rack, []).append(f.component)
             else:
                 for g in topo.affected_gpus(f.component):
                     external.setdefault(int(topo.gpu_tray[g]), []).append(f.component)
@@ -185,7 +182,7 @@ class Ladder:
         for rack in topo.racks:
             trays = np.arange(np.searchsorted(tray_rack, rack.index),
                               np.searchsorted(tray_rack, rack.index, side="right"))
-            rack_bad = in_rack.get(rack.index, [])
+            rack_bad = in_rack.get(rack.id, [])
             trays_failed = 0
             for t in trays:
                 tray = int(tray_of[t])

@@ -21,6 +21,7 @@ from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Suspect, bisect
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import FAIL, Judgement
+from rackscale.provenance import Provenance
 
 HIER_TOLERANCE = 0.9  # NVLink-on multi-rack below 90% of what its parts predict = NVLink short
 
@@ -208,7 +209,7 @@ def _nvlink_on(st: RunState) -> None:
             "nvlink_on_expected": _sig4(float(expected[i])),
             "nvlink_off_busbw": _sig4(float(off[i])),
             "shortfall": "nvlink" if short else "none",
-            "simulated" if st.backend.name == "twin" else "measured": True})
+            Provenance(st.backend.name).basis: True})
         if short:
             st.findings.append(Finding(
                 component=scope, kind="unlocalized", stage=4, confidence=0.6,

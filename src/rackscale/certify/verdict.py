@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rackscale.provenance import Provenance
+
 PASS, WARN, FAIL = 0, 1, 2
 VERDICTS = ("pass", "warn", "fail")
 MAD_TO_SIGMA = 1.4826
@@ -158,7 +160,7 @@ class Judgement:
 
     def evidence(self, i: int, unit: str, source: str) -> dict[str, object]:
         ev: dict[str, object] = {
-            "measured" if source == "measured" else "simulated": True,
+            Provenance.of_basis(source).basis: True,
             "value": None if not np.isfinite(self.median[i]) else round(float(self.median[i]), 4),
             "unit": unit, "rel": round(float(np.nan_to_num(self.rel[i])), 4),
             "fail_below_rel": round(float(self.fail_line[i]), 4),

@@ -42,7 +42,7 @@ from rackscale.checkpoint.multinode import SavePart
 from rackscale.checkpoint.restore import Restorer, RestoreReport
 from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport, hash_entries
 from rackscale.checkpoint.tiers import Tiers
-from rackscale.checkpoint.upload import EventHook, _noop
+from rackscale.checkpoint.upload import EventHook, no_events
 
 # A result each rank adds to what DCP gathers on the coordinator (and that `finish` removes
 # before DCP's metadata is written): how the rank's local commit and uploads went.
@@ -67,7 +67,7 @@ def _same_id(given: str | os.PathLike[str], ckpt_id: str) -> bool:
 
 class TieredStorageWriter(FileSystemWriter):
     def __init__(self, cfg: TiersConfig, step: int, *, ckpt_id: str | None = None,
-                 wait_for_tiers: bool = True, events: EventHook = _noop,
+                 wait_for_tiers: bool = True, events: EventHook = no_events,
                  **fs_options: Any) -> None:
         """`fs_options` go to FileSystemWriter (single_file_per_rank, thread_count, ...);
         `events` receives the save's progress events (as `CheckpointManager`'s)."""

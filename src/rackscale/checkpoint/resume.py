@@ -48,7 +48,7 @@ def _discard(mgr: CheckpointManager, ckpt_id: str, tag: str, entry: dict,
 
 
 def resume_all(mgr: CheckpointManager) -> list[SaveReport]:
-    from rackscale.checkpoint.saver import SaveReport, _Commit
+    from rackscale.checkpoint.saver import CommitJob, SaveReport
 
     tiers = mgr.tiers
     out = []
@@ -79,7 +79,7 @@ def resume_all(mgr: CheckpointManager) -> list[SaveReport]:
                                 states=dict(states), hash=entry.get("hash") or local.hash,
                                 total_bytes=entry.get("bytes") or local.total_bytes)
             committer: Committer = PartCommit(tiers, part) if part else WholeCommit(tiers)
-            job = _Commit(manifest=local, seq=entry.get("seq", 0), committer=committer,
+            job = CommitJob(manifest=local, seq=entry.get("seq", 0), committer=committer,
                           tag=tag, part=part)
             mgr.events("resume.start", {"id": ckpt_id})
             mgr._push_remote(report, job)

@@ -40,7 +40,7 @@ from rackscale.checkpoint.upload import (
     Uploader,
     UploadStats,
     WholeCommit,
-    _noop,
+    no_events,
 )
 
 log = logging.getLogger("rackscale.checkpoint")
@@ -85,7 +85,7 @@ class SaveHandle:
 
 
 @dataclass(slots=True)
-class _Commit:
+class CommitJob:
     """What the background push of one save needs after its local commit."""
 
     manifest: Manifest  # the whole checkpoint, or this rank's share of it
@@ -107,7 +107,7 @@ def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
 
 
 class CheckpointManager:
-    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = _noop,
+    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg
@@ -239,7 +239,7 @@ class CheckpointManager:
         return self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
 
     # --- the background side -----------------------------------------------------------------
-    def _catalog(self, report: SaveReport, job: _Commit | None, seq: int, save_uuid: str,
+    def _catalog(self, report: SaveReport, job: CommitJob | None, seq: int, save_uuid: str,
                  part: SavePart | None = None, files: list[str] | None = None) -> None:
         tag = part.tag if part is not None else ""
         if job is not None:
@@ -307,13 +307,13 @@ class CheckpointManager:
             self._push_remote(report, job)
             self.events("save.done", {"id": report.id})
 
-    def _push_job(self, report: SaveReport, job: _Commit) -> None:
+    def _push_job(self, report: SaveReport, job: CommitJob) -> None:
         with self.tiers.lease(report.id):
             self._push_remote(report, job)
             self.events("save.done", {"id": report.id})
 
     def _commit_local(self, report: SaveReport, payload: list[StagedItem] | list[ItemEntry],
-                      part: SavePart | None) -> _Commit:
+                      part: SavePart | None) -> CommitJob:
         """Local NVMe copy durable, then its commit (manifest, or this rank's part record)."""
         save_uuid = part.save_uuid if part is not None else uuid.uuid4().hex
         tag = part.tag if part is not None else ""
@@ -339,19 +339,19 @@ class CheckpointManager:
             WholeCommit(self.tiers)
         advance(report.states, CkptState.LOCAL)
         committer.commit(self.tiers.local, manifest, report.states)
-        job = _Commit(manifest=manifest, seq=seq, committer=committer, tag=tag, part=part)
+        job = CommitJob(manifest=manifest, seq=seq, committer=committer, tag=tag, part=part)
         self._full_known(report, job)
         self._catalog(report, job, seq, save_uuid)
         self.events("local.commit", {"id": report.id})
         return job
 
     @staticmethod
-    def _full_known(report: SaveReport, job: _Commit) -> None:
+    def _full_known(report: SaveReport, job: CommitJob) -> None:
         full = getattr(job.committer, "full", None)
         if full is not None and job.part is not None and job.part.coordinator:
             report.hash, report.total_bytes = full.hash, full.total_bytes
 
-    def _push_one(self, store: ObjectStore, job: _Commit, states: dict[str, float],
+    def _push_one(self, store: ObjectStore, job: CommitJob, states: dict[str, float],
                   stats: UploadStats, journal: Any) -> str | None:
         """Push to one tier; the error that keeps it from counting there, or None."""
         try:
@@ -372,7 +372,7 @@ class CheckpointManager:
         except CheckpointError as err:
             return str(err)
 
-    def _push_remote(self, report: SaveReport, job: _Commit) -> None:
+    def _push_remote(self, report: SaveReport, job: CommitJob) -> None:
         tiers, stats = self.tiers, report.stats
         journal = tiers.open_journal(job.manifest.id, job.manifest.save_uuid, job.tag)
         try:
@@ -390,7 +390,7 @@ class CheckpointManager:
                     "`resume()` pushes it again)", report.id, store.name, err,
                     list(report.states)[-1])
 
-    def _push_tiers(self, report: SaveReport, job: _Commit, journal: Any,
+    def _push_tiers(self, report: SaveReport, job: CommitJob, journal: Any,
                     stats: UploadStats) -> bool:
         tiers, states = self.tiers, report.states
         save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731

@@ -31,7 +31,7 @@ from rackscale.checkpoint.tiers import Tiers
 EventHook = Callable[[str, dict], None]
 
 
-def _noop(_kind: str, _data: dict) -> None:
+def no_events(_kind: str, _data: dict) -> None:
     return None
 
 
@@ -44,7 +44,7 @@ class UploadStats:
 
 
 class Uploader:
-    def __init__(self, tiers: Tiers, pool: ThreadPoolExecutor, *, events: EventHook = _noop,
+    def __init__(self, tiers: Tiers, pool: ThreadPoolExecutor, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = tiers
         self.pool = pool

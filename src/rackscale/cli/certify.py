@@ -14,18 +14,18 @@ from rich.table import Table
 
 from rackscale.certify import (
     PROBES,
+    SHARED_CPU_THRESHOLDS,
     CertifyRun,
     Groups,
     Ladder,
     LadderConfig,
+    RunnerBackend,
     Scope,
     TwinBackend,
     parse_stages,
     store_run,
     write_jsonl,
 )
-from rackscale.certify.runners import RunnerBackend
-from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS
 from rackscale.cli._common import (
     DbOption,
     FleetOption,
@@ -43,6 +43,7 @@ from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
 from rackscale.fleet import Topology
+from rackscale.provenance import Provenance
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def _columns(table: Table) -> None:
 
 def _source(backend: str | None) -> str:
     """How a run's figures were obtained, in the words every certify table uses."""
-    return "simulated on the digital twin" if backend == "twin" else "measured"
+    return (Provenance.parse(backend) or Provenance.REAL).described
 
 
 def print_findings(run: CertifyRun) -> None:
@@ -272,11 +273,11 @@ def probe(
         raise UserError(f"unknown probe {name!r}; valid probes: gemm, hbm, allreduce")
     if name == "allreduce" and world < 2:
         raise UserError("--world must be >= 2: a collective needs two ranks")
-    if backend_name == "real":
-        from rackscale.certify.torch_backend import TorchBackend
+    if backend_name == Provenance.REAL:
+        from rackscale.certify import TorchBackend
         backend: Any = TorchBackend()
         where = backend.describe()
-    elif backend_name == "twin":
+    elif backend_name == Provenance.TWIN:
         from rackscale.fleet import seed_fleet
         backend = TwinBackend(TwinHardware(Topology.build(seed_fleet()), seed=7))
         where = "seed-504 digital twin"
@@ -284,7 +285,7 @@ def probe(
         raise UserError(f"unknown backend {backend_name!r}; valid backends: real, twin")
     probe_name = name
     if name == "allreduce":
-        probe_name = "nvlink_allreduce" if backend_name == "real" and backend.cuda \
+        probe_name = "nvlink_allreduce" if backend_name == Provenance.REAL and backend.cuda \
             else "scaleout_allreduce"
     p = PROBES.create(probe_name, backend)
     if not p.detect():
@@ -294,7 +295,7 @@ def probe(
     m = p.run(scope)
     value = float(m.values[0])
     peak, peak_src = _achievable(name, backend, backend.gemm_n, backend.copy_bytes) \
-        if backend_name == "real" else (float("nan"), "twin")
+        if backend_name == Provenance.REAL else (float("nan"), Provenance.TWIN.value)
     out = {"probe": probe_name, "backend": m.backend, "source": m.source, "where": where,
            "value": value, "unit": m.unit, "achievable_peak": peak, "peak_source": peak_src,
            "fraction_of_peak": value / peak if peak == peak else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackscale import lab
-from rackscale.certify.runners import (
+from rackscale.certify import (
     LocalRunner,
     Placement,
     Runner,
@@ -42,7 +42,7 @@ def real_runner(topo: Topology, name: str, lab_state: Path, *, concurrency: int,
     domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
     placement = lab_placement(topo, lab_state)
     if name == "slurm":
-        from rackscale.certify.runners.slurm import SlurmRunner
+        from rackscale.certify import SlurmRunner
         return SlurmRunner.from_environment(topo, placement, domain_of,
                                             concurrency=concurrency, partition=partition)
     if partition:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rackscale.faults.kinds import FLAPPING
+from rackscale.faults import FLAPPING
 from rackscale.lab.inject import apply
 from rackscale.lab.state import LabState
 

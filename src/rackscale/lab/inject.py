@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol
 
-from rackscale.faults.kinds import FAULT_KINDS, FLAPPING
+from rackscale.faults import FAULT_KINDS, FLAPPING
 from rackscale.lab import system as sysops
 from rackscale.lab.build import (
     LabError,

@@ -28,7 +28,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
-from rackscale.store.schema import Base, ComponentRow, EventRow
+from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
 
 class StoreError(UserError):
@@ -378,6 +378,17 @@ class Store:
         q = _component_filter(q, kind, scope)
         with self.session() as s:
             return int(s.scalar(q) or 0)
+
+    def component_ids(self, *, kind: str) -> set[str]:
+        """Ids of every inventory component of one kind (the report's installed GPUs)."""
+        with self.session() as s:
+            return set(s.scalars(select(ComponentRow.id).where(ComponentRow.kind == kind)))
+
+    # ------------------------------------------------------------------ fleets
+    def fleet_specs(self) -> dict[str, dict[str, Any]]:
+        """Every loaded fleet's spec (as loaded, plain JSON), by fleet name."""
+        with self.session() as s:
+            return {r.name: r.spec for r in s.scalars(select(FleetRow))}
 
     def counts_by_kind(self) -> dict[str, int]:
         q = select(ComponentRow.kind, func.count()).group_by(ComponentRow.kind)
