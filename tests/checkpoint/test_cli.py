@@ -29,7 +29,7 @@ def test_cli_on_the_directory_default(tmp_path: Path, monkeypatch) -> None:
     _save_three(cfg)
     r = runner.invoke(app, ["checkpoint", "ls", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.output)
+    rows = json.loads(r.output)["checkpoints"]
     assert [x["id"] for x in rows] == ["step-00000001", "step-00000002", "step-00000003"]
     assert rows[1]["state"] == "archived" and rows[1]["tiers"]["archive"] == "yes"
     assert rows[0]["rpo_s"] > 0
@@ -49,8 +49,8 @@ def test_cli_on_the_directory_default(tmp_path: Path, monkeypatch) -> None:
     obj.write_bytes(bytes(raw))
     r = runner.invoke(app, ["checkpoint", "verify", "step-00000003", "--json"])
     assert r.exit_code == 1
-    bad = [x for x in json.loads(r.output) if x["ok"] is False and not x["missing"]]
-    assert [x["tier"] for x in bad] == ["us-west"]
+    got = {x["tier"]: x["status"] for x in json.loads(r.output)}
+    assert got == {"local": "ok", "us-east": "ok", "us-west": "corrupt", "archive": "absent"}
     r = runner.invoke(app, ["checkpoint", "gc", "--json"])
     assert r.exit_code == 0
     assert json.loads(r.output)["deleted"]["local"] == ["step-00000001"]
@@ -64,7 +64,7 @@ def test_cli_with_a_seaweedfs_config_and_bad_input(tmp_path: Path, regions: tupl
     _save_three(parse_config(cfg))
     r = runner.invoke(app, ["checkpoint", "ls", "--config", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    assert all(x["tiers"]["us-west"] == "yes" for x in json.loads(r.output))
+    assert all(x["tiers"]["us-west"] == "yes" for x in json.loads(r.output)["checkpoints"])
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(cfg | {"part_size": 3 << 19}))
     r = runner.invoke(app, ["checkpoint", "ls", "--config", str(bad)])

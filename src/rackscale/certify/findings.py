@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackscale.durable import write_atomic
 from rackscale.store import NewEvent, Store
 
 STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
@@ -31,14 +32,16 @@ class Finding:
 def write_jsonl(findings: Iterable[Finding], path: str | Path, *, run_id: str,
                 backend: str) -> int:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with p.open("a", encoding="utf-8") as fh:
-        for f in findings:
-            fh.write(json.dumps(f.as_dict() | {"run_id": run_id, "backend": backend,
-                                               "verdict": f.verdict}, default=str) + "\n")
-            n += 1
-    return n
+    lines = [json.dumps(f.as_dict() | {"run_id": run_id, "backend": backend,
+                                       "verdict": f.verdict}, default=str) + "\n"
+             for f in findings]
+    # Earlier runs' lines and this run's, replaced at once: an append cut by a kill would
+    # leave a half line that breaks every reader of the file.
+    old = p.read_text(encoding="utf-8") if p.exists() else ""
+    if old and not old.endswith("\n"):
+        old += "\n"
+    write_atomic(p, old + "".join(lines))
+    return len(lines)
 
 
 @dataclass(slots=True, kw_only=True)

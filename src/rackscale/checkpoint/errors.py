@@ -37,6 +37,11 @@ class AlreadyExists(CheckpointError):
     """A write-once key (a manifest) already exists: somebody committed it first."""
 
 
+class ManifestInvalid(CheckpointError):
+    """A manifest or `latest` pointer that does not parse, has a field of the wrong type, does
+    not match its own checkpoint hash or its key: that tier's copy is not trusted."""
+
+
 class IntegrityError(CheckpointError):
     """No tier holds a copy of a chunk whose hash matches the manifest."""
 

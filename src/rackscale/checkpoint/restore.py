@@ -9,7 +9,6 @@ with the first reachable remote one, so a checkpoint re-saved upstream is never 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import threading
@@ -24,13 +23,14 @@ from typing import Any
 from rackscale.checkpoint.errors import (
     CheckpointError,
     IntegrityError,
+    ManifestInvalid,
     ObjectMissing,
     StoreAuthError,
     StoreUnreachable,
     UnknownCheckpoint,
 )
 from rackscale.checkpoint.hashing import digest
-from rackscale.checkpoint.manifest import Manifest
+from rackscale.checkpoint.manifest import ItemEntry, LatestPointer, Manifest, parse_latest
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.staging import decode_item, key_of
 from rackscale.checkpoint.tiers import Tiers
@@ -45,8 +45,12 @@ class RestoreReport:
     manifest_from: str
     served_by: dict[str, int] = field(default_factory=dict)  # tier -> chunks served
     bad_chunks: list[dict] = field(default_factory=list)  # {tier, item, chunk}
+    bad_sizes: list[dict] = field(default_factory=list)  # {tier, item, size, expected}
     repaired: list[str] = field(default_factory=list)  # "tier:item"
     unreachable: dict[str, str] = field(default_factory=dict)
+    bad_manifests: dict[str, str] = field(default_factory=dict)  # tier -> why it was skipped
+    bad_latest: dict[str, str] = field(default_factory=dict)  # tier -> why its pointer lost
+    quarantined: list[str] = field(default_factory=list)  # where bad local copies went
     stale_cache_dropped: bool = False
     bytes: int = 0
     seconds: float = 0.0
@@ -66,6 +70,10 @@ class Restorer:
         self.progress = progress
         self._down: dict[str, str] = {}  # tier -> why it is skipped for this restorer
         self._errors: dict[str, Exception] = {}
+        self.bad_manifests: dict[str, dict[str, str]] = {}  # id -> tier -> why
+        self.bad_latest: dict[str, str] = {}
+        self.quarantined: list[str] = []
+        self._sizes: dict[tuple[str, str], int | None] = {}
         self._lock = threading.Lock()
 
     # --- which checkpoint, which manifest -----------------------------------------------------
@@ -79,6 +87,10 @@ class Restorer:
             self._errors[store.name] = err
             return None
 
+    @property
+    def unreachable(self) -> dict[str, str]:
+        return dict(self._down)
+
     def list_ids(self) -> list[str]:
         ids: set[str] = set()
         for s in self.tiers.all:
@@ -86,37 +98,101 @@ class Restorer:
             ids.update(got or [])
         return sorted(ids)
 
+    def _read(self, store: ObjectStore, ckpt_id: str) -> Manifest | None:
+        """One tier's manifest; a bad one is recorded and skipped like a missing one."""
+        def read() -> Manifest | None:
+            try:
+                return self.tiers.read_manifest(store, ckpt_id)
+            except ManifestInvalid as err:
+                with self._lock:
+                    self.bad_manifests.setdefault(ckpt_id, {})[store.name] = str(err)
+                return None
+        return self._try(store, read)
+
+    def _get_latest(self, store: ObjectStore) -> bytes | None:
+        try:
+            return store.get(self.tiers.layout.latest)
+        except ObjectMissing:
+            return None
+
     def resolve_id(self, ckpt_id: str) -> str:
+        """`latest` = the newest pointer that names a checkpoint some tier holds at that step;
+        a tier whose pointer is garbage or names nothing is recorded and outvoted."""
         if ckpt_id != "latest":
             return ckpt_id
-        best: tuple[int, str] | None = None
+        ptrs: list[tuple[LatestPointer, str]] = []
         for s in self.tiers.all:
-            raw = self._try(s, lambda s=s: s.get(self.tiers.layout.latest)
-                            if s.head(self.tiers.layout.latest) else None)
-            if raw:
-                ptr = json.loads(raw)
-                if best is None or ptr["step"] > best[0]:
-                    best = (int(ptr["step"]), ptr["id"])
-        if best is None:
-            ids = self.list_ids()
-            if not ids:
-                raise UnknownCheckpoint("latest", [])
-            return ids[-1]
-        return best[1]
+            raw = self._try(s, lambda s=s: self._get_latest(s))
+            if raw is None:
+                continue
+            try:
+                ptrs.append((parse_latest(raw, f"{s.name}: {self.tiers.layout.latest}"), s.name))
+            except ManifestInvalid as err:
+                self.bad_latest[s.name] = str(err)
+        verdicts: dict[tuple[str, int], str | None] = {}
+        for ptr, tier in sorted(ptrs, key=lambda p: -p[0].step):
+            key = (ptr.id, ptr.step)
+            if key not in verdicts:
+                verdicts[key] = self._pointer_problem(ptr)
+            if verdicts[key] is None:
+                return ptr.id
+            self.bad_latest[tier] = f"{tier}: latest {verdicts[key]}"
+        ids = self.list_ids()
+        if not ids:
+            raise UnknownCheckpoint("latest", [])
+        return ids[-1]
 
-    def manifest(self, ckpt_id: str) -> tuple[Manifest, str, bool]:
-        """(manifest, tier it came from, whether a stale local copy was dropped)."""
-        local = self.tiers.read_manifest(self.tiers.local, ckpt_id)
+    def _pointer_problem(self, ptr: LatestPointer) -> str | None:
+        try:
+            m = self.manifest(ptr.id)[0]
+        except UnknownCheckpoint:
+            return f"points at {ptr.id}, which no tier holds"
+        except ManifestInvalid:
+            return f"points at {ptr.id}, whose manifests are all damaged"
+        except DOWN:
+            return f"points at {ptr.id}, but no tier that might hold it answered"
+        if m.step != ptr.step:
+            return f"says step {ptr.step} but {ptr.id} is step {m.step}"
+        return None
+
+    def manifest(self, ckpt_id: str, *, fix_cache: bool = False) -> tuple[Manifest, str, bool]:
+        """(manifest, tier it came from, whether the local copy was another save).
+
+        The local cache is checked against the first remote manifest that checks out: another
+        save_uuid means stale, the same save with another hash means damaged. With `fix_cache`
+        (restore) a stale copy is dropped and a damaged one quarantined; read-only commands
+        only skip it.
+        """
+        local = self._read(self.tiers.local, ckpt_id)
+        if local is None and "local" in self.bad_manifests.get(ckpt_id, {}) and fix_cache:
+            self._quarantine(ckpt_id)
         for s in self.tiers.remote:
-            m = self._try(s, lambda s=s: self.tiers.read_manifest(s, ckpt_id))
+            m = self._read(s, ckpt_id)
             if m is None:
                 continue
-            if local is not None and local.save_uuid != m.save_uuid:
-                self._drop_local(ckpt_id)
+            if local is None:
+                return m, s.name, False
+            if local.save_uuid != m.save_uuid:
+                if fix_cache:
+                    self._drop_local(ckpt_id)
                 return m, s.name, True
-            return (local, "local", False) if local is not None else (m, s.name, False)
+            if local.hash != m.hash:
+                self.bad_manifests.setdefault(ckpt_id, {})["local"] = (
+                    f"local manifest of {ckpt_id} has hash {local.hash[:16]} but {s.name} "
+                    f"has {m.hash[:16]} for the same save")
+                if fix_cache:
+                    self._quarantine(ckpt_id)
+                return m, s.name, False
+            return local, "local", False
         if local is not None:
             return local, "local", False
+        return self._no_manifest(ckpt_id)
+
+    def _no_manifest(self, ckpt_id: str) -> tuple[Manifest, str, bool]:
+        bad = self.bad_manifests.get(ckpt_id)
+        if bad:
+            raise ManifestInvalid(f"checkpoint {ckpt_id!r}: no tier holds a manifest that checks "
+                                  f"out ({'; '.join(bad.values())})")
         known = self.list_ids()
         if self._down and not known:
             # Nothing answered: say why, not "unknown id" (the id may well exist there).
@@ -124,6 +200,11 @@ class Restorer:
             raise kind(f"checkpoint {ckpt_id!r} not found and no remote tier answered: "
                        f"{'; '.join(self._down.values())}")
         raise UnknownCheckpoint(ckpt_id, known)
+
+    def _quarantine(self, ckpt_id: str) -> None:
+        where = self.tiers.quarantine(ckpt_id)
+        if where is not None:
+            self.quarantined.append(str(where))
 
     def _drop_local(self, ckpt_id: str) -> None:
         self.tiers.local.delete(self.tiers.layout.manifest(ckpt_id))
@@ -137,34 +218,11 @@ class Restorer:
         # Several ranks of one node restore the same checkpoint into one cache: the fill is
         # serialised, and the ranks after the first find it complete and verified.
         with self.tiers.lease(ckpt_id), self.tiers.fill_lock(ckpt_id):
-            m, source, stale = self.manifest(ckpt_id)
+            m, source, stale = self.manifest(ckpt_id, fix_cache=True)
             report = RestoreReport(id=ckpt_id, manifest_from=source, stale_cache_dropped=stale)
-            served: Counter[str] = Counter()
             bad_remote: set[str] = set()
             data_dir = self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
-            data_dir.mkdir(parents=True, exist_ok=True)
-            tasks = []
-            for it in m.items:
-                path = data_dir / it.name
-                if not path.exists() or path.stat().st_size != it.size:
-                    part = path.with_name(f".{it.name}.partial")
-                    with open(part, "wb") as f:
-                        f.truncate(it.size)
-                    path = part
-                tasks.extend((it, i, path) for i in range(len(it.chunks)))
-            # Cached chunks are checked inline (a pool costs more than a local read); what is
-            # missing or bad locally is fetched with parallel ranged GETs.
-            remote_tasks = []
-            for t in tasks:
-                if not t[2].name.endswith(".partial") and self._local_ok(m, *t):
-                    served["local"] += 1
-                else:
-                    remote_tasks.append(t)
-            if remote_tasks:
-                with ThreadPoolExecutor(self.tiers.cfg.restore_parallelism) as pool:
-                    for tier in pool.map(lambda t: self._chunk(m, *t, report, bad_remote),
-                                         remote_tasks):
-                        served[tier] += 1
+            served = self._fill(m, data_dir, report, bad_remote)
             for it in m.items:
                 part = data_dir / f".{it.name}.partial"
                 if part.exists():
@@ -177,11 +235,43 @@ class Restorer:
                 report.repaired.append(key)
             report.served_by = dict(served)
             report.unreachable = dict(self._down)
+            report.bad_manifests = dict(self.bad_manifests.get(ckpt_id, {}))
+            report.bad_latest = dict(self.bad_latest)
+            report.quarantined = list(self.quarantined)
             report.bytes = m.total_bytes
             report.seconds = time.perf_counter() - t0
             return report
 
-    def _local_ok(self, m: Manifest, it: Any, i: int, path: Path) -> bool:
+    def _fill(self, m: Manifest, data_dir: Path, report: RestoreReport,
+              bad_remote: set[str]) -> Counter[str]:
+        """Every chunk of every item into `data_dir`, each checked against the manifest."""
+        served: Counter[str] = Counter()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        tasks = []
+        for it in m.items:
+            path = data_dir / it.name
+            if not path.exists() or path.stat().st_size != it.size:
+                part = path.with_name(f".{it.name}.partial")
+                with open(part, "wb") as f:
+                    f.truncate(it.size)
+                path = part
+            tasks.extend((it, i, path) for i in range(len(it.chunks)))
+        # Cached chunks are checked inline (a pool costs more than a local read); what is
+        # missing or bad locally is fetched with parallel ranged GETs.
+        remote_tasks = []
+        for t in tasks:
+            if not t[2].name.endswith(".partial") and self._local_ok(m, *t):
+                served["local"] += 1
+            else:
+                remote_tasks.append(t)
+        if remote_tasks:
+            with ThreadPoolExecutor(self.tiers.cfg.restore_parallelism) as pool:
+                for tier in pool.map(lambda t: self._chunk(m, *t, report, bad_remote),
+                                     remote_tasks):
+                    served[tier] += 1
+        return served
+
+    def _local_ok(self, m: Manifest, it: ItemEntry, i: int, path: Path) -> bool:
         start = i * m.chunk_size
         with open(path, "rb") as f:
             f.seek(start)
@@ -191,7 +281,32 @@ class Restorer:
             return True
         return False
 
-    def _chunk(self, m: Manifest, it: Any, i: int, path: Path, report: RestoreReport,
+    def _object_size(self, store: ObjectStore, m: Manifest, it: ItemEntry) -> int | None:
+        """Size of a tier's object for an item (None: the tier has none), asked once."""
+        key = (store.name, it.name)
+        if key not in self._sizes:
+            info = store.head(self.tiers.layout.data(m.id, it.name))
+            with self._lock:
+                self._sizes[key] = None if info is None else info.size
+        return self._sizes[key]
+
+    def _size_ok(self, store: ObjectStore, m: Manifest, it: ItemEntry, report: RestoreReport,
+                 bad_remote: set[str]) -> bool:
+        """A tier whose object is longer or shorter than the item is not that item, whatever
+        its first chunks hash to: it serves none of the item's chunks."""
+        size = self._try(store, lambda: self._object_size(store, m, it))
+        if size is None:
+            return False
+        if size != it.size:
+            with self._lock:
+                if f"{store.name}:{it.name}" not in bad_remote:
+                    report.bad_sizes.append({"tier": store.name, "item": it.name, "size": size,
+                                             "expected": it.size})
+                    bad_remote.add(f"{store.name}:{it.name}")
+            return False
+        return True
+
+    def _chunk(self, m: Manifest, it: ItemEntry, i: int, path: Path, report: RestoreReport,
                bad_remote: set[str]) -> str:
         cs = m.chunk_size
         start, end = i * cs, min((i + 1) * cs, it.size)
@@ -207,8 +322,10 @@ class Restorer:
                 report.repaired.append(f"local:{it.name}#{i}")
         key = self.tiers.layout.data(m.id, it.name)
         for s in self.tiers.remote:
+            if not self._size_ok(s, m, it, report, bad_remote):
+                continue
             try:
-                data = self._try(s, lambda s=s: s.get(key, start, end))
+                data = b"" if end <= start else self._try(s, lambda s=s: s.get(key, start, end))
             except ObjectMissing:
                 continue
             if data is None:
@@ -228,8 +345,8 @@ class Restorer:
             self._tick(len(data))
             return s.name
         raise IntegrityError(f"checkpoint {m.id}: no reachable tier holds a good copy of chunk "
-                             f"{i} of {it.name} (unreachable: {self._down or 'none'}); nothing "
-                             f"was changed")
+                             f"{i} of {it.name} (unreachable: {self._down or 'none'}; wrong "
+                             f"size: {report.bad_sizes or 'none'}); nothing was changed")
 
     def _tick(self, n: int) -> None:
         if self.progress:
@@ -259,19 +376,59 @@ class Restorer:
         return state, report
 
     def verify(self, ckpt_id: str, store: ObjectStore) -> dict:
-        """Check every chunk of one tier's copy against the manifest; changes nothing."""
-        m, _, _ = self.manifest(self.resolve_id(ckpt_id))
-        bad = []
+        """Check one tier's copy: its own manifest, each object's size, every chunk; and that
+        it is the same save as the reference manifest. Changes nothing."""
+        ckpt_id = self.resolve_id(ckpt_id)
+        out: dict[str, Any] = {"tier": store.name, "id": ckpt_id, "status": "ok", "ok": False,
+                               "missing": [], "bad_sizes": [], "bad_chunks": [], "hash": None,
+                               "version": None, "error": None}
+        try:
+            own = self.tiers.read_manifest(store, ckpt_id)
+            if own is None:
+                return out | {"status": "absent", "error": f"{store.name} holds no manifest "
+                                                           f"of {ckpt_id}"}
+            out |= {"hash": own.hash, "version": own.version}
+            self._verify_data(own, store, out)
+        except ManifestInvalid as err:
+            return out | {"status": "bad-manifest", "error": str(err)}
+        except DOWN as err:
+            return out | {"status": "unreachable", "error": str(err)}
+        if out["missing"]:
+            out["status"] = "missing"
+        elif out["bad_sizes"] or out["bad_chunks"]:
+            out["status"] = "corrupt"
+        else:
+            ref = self._reference(ckpt_id)
+            if ref is not None and (ref[0].save_uuid, ref[0].hash) != (own.save_uuid, own.hash):
+                out |= {"status": "differs", "error": f"{store.name} holds another copy "
+                        f"(hash {own.hash[:16]}) than {ref[1]} (hash {ref[0].hash[:16]})"}
+        out["ok"] = out["status"] == "ok"
+        return out
+
+    def _reference(self, ckpt_id: str) -> tuple[Manifest, str] | None:
+        try:
+            m, src, _ = self.manifest(ckpt_id)
+        except CheckpointError:
+            return None
+        return m, src
+
+    def _verify_data(self, m: Manifest, store: ObjectStore, out: dict[str, Any]) -> None:
         for it in m.items:
             key = self.tiers.layout.data(m.id, it.name)
+            info = store.head(key)
+            if info is None:
+                out["missing"].append(it.name)
+                continue
+            if info.size != it.size:
+                out["bad_sizes"].append({"item": it.name, "size": info.size,
+                                         "expected": it.size})
+                continue
             for i, h in enumerate(it.chunks):
                 s, e = i * m.chunk_size, min((i + 1) * m.chunk_size, it.size)
                 try:
-                    ok = digest(store.get(key, s, e), m.algo) == h
-                except ObjectMissing:
-                    return {"tier": store.name, "id": m.id, "ok": False, "missing": True,
-                            "bad_chunks": []}
-                if not ok:
-                    bad.append({"item": it.name, "chunk": i})
-        return {"tier": store.name, "id": m.id, "ok": not bad, "missing": False,
-                "bad_chunks": bad, "hash": m.hash}
+                    data = store.get(key, s, e) if e > s else b""
+                except ObjectMissing:  # deleted while we read: as missing as never written
+                    out["missing"].append(it.name)
+                    break
+                if digest(data, m.algo) != h:
+                    out["bad_chunks"].append({"item": it.name, "chunk": i})

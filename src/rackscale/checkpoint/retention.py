@@ -9,11 +9,16 @@ manifest first, so a reader never sees a manifest whose data is half gone.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 from dataclasses import asdict, dataclass, field
 
-from rackscale.checkpoint.errors import ObjectMissing, StoreAuthError, StoreUnreachable
+from rackscale.checkpoint.errors import (
+    ManifestInvalid,
+    ObjectMissing,
+    StoreAuthError,
+    StoreUnreachable,
+)
+from rackscale.checkpoint.manifest import parse_latest
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
@@ -25,15 +30,28 @@ class GcReport:
     skipped_leased: list[str] = field(default_factory=list)
     aborted_uploads: list[str] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)  # "tier:id" whose manifest is bad: kept
     dry_run: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _step_of(tiers: Tiers, store: ObjectStore, ckpt_id: str) -> int:
-    m = tiers.read_manifest(store, ckpt_id)
+def _step_of(tiers: Tiers, store: ObjectStore, ckpt_id: str, bad: set[str]) -> int:
+    try:
+        m = tiers.read_manifest(store, ckpt_id)
+    except ManifestInvalid:
+        bad.add(ckpt_id)  # kept and reported: `verify` says what is wrong, an operator decides
+        return -1
     return m.step if m else -1
+
+
+def _has_local(tiers: Tiers, ckpt_id: str) -> bool:
+    """A good local manifest: only then can `resume()` finish an upload of this checkpoint."""
+    try:
+        return tiers.read_manifest(tiers.local, ckpt_id) is not None
+    except ManifestInvalid:
+        return False
 
 
 def _delete(tiers: Tiers, store: ObjectStore, ckpt_id: str) -> None:
@@ -56,13 +74,16 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
         keep_n[tiers.archive.name] = pol.keep_archived or 10**9
     latest_ids: set[str] = set()
     for s in tiers.all:
-        with contextlib.suppress(ObjectMissing, StoreUnreachable, StoreAuthError):
-            latest_ids.add(json.loads(s.get(tiers.layout.latest))["id"])
+        with contextlib.suppress(ObjectMissing, StoreUnreachable, StoreAuthError,
+                                 ManifestInvalid):
+            latest_ids.add(parse_latest(s.get(tiers.layout.latest)).id)
     for s in tiers.all:
         try:
             ids = tiers.committed_ids(s)
-            ids.sort(key=lambda i, s=s: (_step_of(tiers, s, i), i))
-            keep = set(ids[-keep_n[s.name]:]) | latest_ids
+            bad: set[str] = set()
+            ids.sort(key=lambda i, s=s, bad=bad: (_step_of(tiers, s, i, bad), i))
+            keep = set(ids[-keep_n[s.name]:]) | latest_ids | bad
+            report.damaged.extend(f"{s.name}:{i}" for i in sorted(bad))
             report.kept[s.name] = [i for i in ids if i in keep]
             for ckpt_id in ids:
                 if ckpt_id in keep:
@@ -80,7 +101,7 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
             for key, upload_id in s.list_uploads(tiers.layout.prefix + "/"):
                 ckpt_id = key.split("/")[1]
                 journal = tiers.read_journal(ckpt_id)
-                if (tiers.read_manifest(tiers.local, ckpt_id) is not None and
+                if (_has_local(tiers, ckpt_id) and
                         any(e.get("upload_id") == upload_id for e in journal.values())):
                     continue  # resumable: `resume()` will finish it
                 with tiers.try_exclusive(ckpt_id) as got:

@@ -7,7 +7,9 @@ retry budget is small so an unreachable region fails fast and the next tier is t
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -103,8 +105,14 @@ class S3Store:
 
     @_translate
     def put(self, key: str, data: bytes | memoryview, *, if_absent: bool = False) -> str:
-        extra = {"IfNoneMatch": "*"} if if_absent else {}
-        r = self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), **extra)
+        body = bytes(data)
+        # Content-MD5 makes the server refuse a body cut short: a client killed after sending
+        # the headers (botocore sends the body in a second write) otherwise leaves an empty
+        # object, and for a write-once manifest that empty object would stay forever.
+        extra = {"ContentMD5": base64.b64encode(hashlib.md5(body).digest()).decode()}
+        if if_absent:
+            extra["IfNoneMatch"] = "*"
+        r = self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
         return r["ETag"].strip('"')
 
     @_translate

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.checkpoint.config import TiersConfig
-from rackscale.checkpoint.errors import CheckpointError
+from rackscale.checkpoint.errors import CheckpointError, ManifestInvalid
 from rackscale.checkpoint.hashing import chunk_hashes, combine
 from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advance, ckpt_id_for
 from rackscale.checkpoint.objectstore import ObjectStore, fsync_dirs, write_durable
@@ -200,11 +200,9 @@ class CheckpointManager:
                 # the manifest that makes them count: otherwise a power loss can leave a
                 # committed local manifest naming files that are gone.
                 fsync_dirs(self.local_data_dir(report.id), self.tiers.local.root)
-            algo = self.cfg.hash_algo
-            manifest = Manifest(id=report.id, step=report.step, save_uuid=save_uuid, algo=algo,
-                                chunk_size=self.cfg.chunk_size, items=entries,
-                                hash=combine([e.hash for e in entries], algo),
-                                created_at=report.states["staged"])
+            manifest = Manifest.new(id=report.id, step=report.step, save_uuid=save_uuid,
+                                    algo=self.cfg.hash_algo, chunk_size=self.cfg.chunk_size,
+                                    items=entries, created_at=report.states["staged"])
             report.hash, report.total_bytes = manifest.hash, manifest.total_bytes
             advance(report.states, CkptState.LOCAL)
             commit_manifest(self.tiers.local, self.tiers, manifest.for_tier("local",
@@ -277,7 +275,12 @@ class CheckpointManager:
         for ckpt_id in self.tiers.catalog_ids():
             entry = self.tiers.read_catalog(ckpt_id) or {}
             states = entry.get("states", {})
-            local = self.tiers.read_manifest(self.tiers.local, ckpt_id)
+            try:
+                local = self.tiers.read_manifest(self.tiers.local, ckpt_id)
+            except ManifestInvalid as err:  # a damaged local copy is set aside, never pushed
+                self.events("resume.quarantine", {"id": ckpt_id, "error": str(err),
+                                                  "to": str(self.tiers.quarantine(ckpt_id))})
+                local = None
             with self.tiers.lease(ckpt_id):
                 if local is None or local.save_uuid != entry.get("save_uuid"):
                     if "local" not in states:

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from rackscale.checkpoint.errors import CheckpointError
+from rackscale.checkpoint.objectstore import write_durable
 
 ACCESS_KEY = "rackscale"
 SECRET_KEY = "rackscale-secret-key"  # test-only identity written to the instance's config
@@ -61,10 +62,10 @@ class SeaweedFS:
     def start(self, timeout_s: float = 30.0) -> SeaweedFS:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         conf = self.dir / "s3.json"
-        conf.write_text(json.dumps({"identities": [{
+        write_durable(conf, json.dumps({"identities": [{
             "name": "rackscale",
             "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}).encode())
         names = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
                  "filer.port", "filer.port.grpc", "s3.port.grpc", "admin.port",
                  "admin.port.grpc")

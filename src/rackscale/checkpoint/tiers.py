@@ -10,13 +10,15 @@ import fcntl
 import json
 import os
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
 from rackscale.checkpoint.manifest import Layout, Manifest
-from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore, write_durable
+from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore, fsync_dirs, write_durable
 
 
 class Tiers:
@@ -53,10 +55,19 @@ class Tiers:
         return self.root / "catalog" / f"{ckpt_id}.json"
 
     def read_catalog(self, ckpt_id: str) -> dict | None:
+        """The saver's history of `ckpt_id`, None if there is none. A damaged entry is an error
+        (the saver decides from it what to delete), never a silent empty history."""
+        path = self.catalog_path(ckpt_id)
         try:
-            return json.loads(self.catalog_path(ckpt_id).read_text())
+            entry = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
+        except (ValueError, UnicodeDecodeError) as err:
+            raise CheckpointError(f"catalog entry {path} is damaged ({err}); move it aside: "
+                                  f"the checkpoint's manifests are not affected") from None
+        if not isinstance(entry, dict):
+            raise CheckpointError(f"catalog entry {path} is not a JSON object; move it aside")
+        return entry
 
     def write_catalog(self, ckpt_id: str, entry: dict) -> None:
         with self._lock:
@@ -122,11 +133,28 @@ class Tiers:
 
     # --- manifests --------------------------------------------------------------------------
     def read_manifest(self, store: ObjectStore, ckpt_id: str) -> Manifest | None:
+        """The checked manifest of `ckpt_id` in `store`, None if it has none; one that does not
+        check out raises ManifestInvalid naming the tier (the caller decides what to skip)."""
+        key = self.layout.manifest(ckpt_id)
         try:
-            raw = store.get(self.layout.manifest(ckpt_id))
+            raw = store.get(key)
         except ObjectMissing:
             return None
-        return Manifest.from_json(raw)
+        return Manifest.from_json(raw, expect_id=ckpt_id, where=f"{store.name}: {key}")
+
+    def quarantine(self, ckpt_id: str) -> Path | None:
+        """Set a bad local copy aside (manifest and data) under `quarantine/`, so nothing reads
+        it again and an operator can still look at it; returns where it went."""
+        src = self.local.path(self.layout.ckpt_prefix(ckpt_id))
+        if not src.exists():
+            return None
+        dest = self.root / "quarantine" / f"{ckpt_id}.{time.strftime('%Y%m%dT%H%M%S')}"
+        dest = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:6]}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dest)  # the manifest goes with it: from now on the cache has no copy
+        if self.cfg.fsync:
+            fsync_dirs(src.parent, self.local.root)
+        return dest
 
     def committed_ids(self, store: ObjectStore) -> list[str]:
         return self.layout.ids_from_keys(store.list(self.layout.prefix + "/"))

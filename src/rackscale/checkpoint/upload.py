@@ -8,7 +8,6 @@ costs at most the parts that were in flight, never the whole upload.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -16,8 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackscale.checkpoint.errors import AlreadyExists, CheckpointError, ObjectMissing
-from rackscale.checkpoint.manifest import Manifest
+from rackscale.checkpoint.errors import (
+    AlreadyExists,
+    CheckpointError,
+    ManifestInvalid,
+    ObjectMissing,
+)
+from rackscale.checkpoint.manifest import Manifest, latest_json, parse_latest
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
@@ -141,10 +145,8 @@ def set_latest(store: ObjectStore, tiers: Tiers, manifest: Manifest) -> None:
     """Point `latest` at a committed manifest, never backwards (a resumed older save)."""
     key = tiers.layout.latest
     try:
-        cur = json.loads(store.get(key))
-        if int(cur.get("step", -1)) > manifest.step:
+        if parse_latest(store.get(key)).step > manifest.step:
             return
-    except (ObjectMissing, ValueError):
+    except (ObjectMissing, ManifestInvalid):  # none yet, or a damaged one: replace it
         pass
-    store.put(key, json.dumps({"id": manifest.id, "step": manifest.step,
-                               "hash": manifest.hash, "pid": os.getpid()}).encode())
+    store.put(key, latest_json(manifest, os.getpid()))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
@@ -23,8 +24,8 @@ from rackscale.checkpoint import (
     gc,
     load_config,
 )
-from rackscale.checkpoint.errors import StoreAuthError, StoreUnreachable
-from rackscale.cli._common import JsonOption, console, emit_json, noun
+from rackscale.checkpoint.errors import CheckpointError, StoreAuthError, StoreUnreachable
+from rackscale.cli._common import JsonOption, console, emit_json, err_console, noun
 from rackscale.store import DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:
@@ -43,48 +44,103 @@ def _fmt_t(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
 
 
-def _presence(tiers: Tiers, ckpt_id: str) -> dict[str, str]:
+DOWN = (StoreUnreachable, StoreAuthError)
+
+
+def _presence(tiers: Tiers, r: Restorer, ckpt_id: str) -> dict[str, str]:
+    """Per tier: yes (a manifest), no, bad (a manifest that does not check out), unreachable."""
+    bad = r.bad_manifests.get(ckpt_id, {})
     out = {}
     for s in tiers.all:
+        if s.name in bad:
+            out[s.name] = "bad"
+            continue
         try:
             out[s.name] = "yes" if s.head(tiers.layout.manifest(ckpt_id)) else "no"
-        except (StoreUnreachable, StoreAuthError):
+        except DOWN:
             out[s.name] = "unreachable"
     return out
 
 
-def _rows(tiers: Tiers) -> list[dict]:
-    r = Restorer(tiers)
+def _catalog(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict:
+    try:
+        return tiers.read_catalog(ckpt_id) or {}
+    except CheckpointError as err:  # history only: the listing goes on without it
+        notes.append(str(err))
+        return {}
+
+
+def _rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
     rows = []
     for ckpt_id in r.list_ids():
-        cat = tiers.read_catalog(ckpt_id) or {}
-        m, src, _ = r.manifest(ckpt_id)
+        cat = _catalog(tiers, ckpt_id, notes)
+        try:
+            m, src, _ = r.manifest(ckpt_id)
+        except CheckpointError as err:  # every copy damaged, or its only tier went away
+            rows.append({"id": ckpt_id, "step": cat.get("step"), "bytes": None, "hash": None,
+                         "algo": None, "state": "damaged", "states": cat.get("states", {}),
+                         "rpo_s": None, "tiers": _presence(tiers, r, ckpt_id),
+                         "errors": cat.get("errors", {}), "manifest_from": None,
+                         "problem": str(err)})
+            continue
         states = cat.get("states") or m.states
         rpo = states["region"] - states["staged"] if {"region", "staged"} <= set(states) else None
         rows.append({"id": ckpt_id, "step": m.step, "bytes": m.total_bytes, "hash": m.hash,
                      "algo": m.algo, "state": list(states)[-1] if states else "-",
-                     "states": states, "rpo_s": rpo, "tiers": _presence(tiers, ckpt_id),
+                     "states": states, "rpo_s": rpo, "tiers": _presence(tiers, r, ckpt_id),
                      "errors": cat.get("errors", {}), "manifest_from": src})
     return rows
 
 
+def _warn_problems(r: Restorer, ckpt_id: str | None = None) -> None:
+    """Say what was skipped and why; the command still answers from the good tiers."""
+    for tier, why in r.unreachable.items():
+        err_console.print(f"[yellow]{tier} unreachable:[/] {escape(why)}", soft_wrap=True)
+    for cid, bad in r.bad_manifests.items():
+        if ckpt_id is None or cid == ckpt_id:
+            for tier, why in bad.items():
+                err_console.print(f"[yellow]{tier}: damaged manifest of {cid} skipped:[/] "
+                                  f"{escape(why)}", soft_wrap=True)
+    for tier, why in r.bad_latest.items():
+        err_console.print(f"[yellow]{tier}: latest pointer ignored:[/] {escape(why)}",
+                          soft_wrap=True)
+    for where in r.quarantined:
+        err_console.print(f"[yellow]bad local copy set aside in {escape(where)}[/]")
+
+
 @app.command("ls")
 def ls(config: Path | None = ConfigOption, json_out: bool = JsonOption) -> None:
-    """List committed checkpoints, their state, RPO and which tiers hold them."""
+    """List committed checkpoints, their state, RPO and which tiers hold them.
+
+    Exit code 2 if a tier could not be reached (the table shows what the others hold),
+    1 if a manifest is damaged.
+    """
     tiers = Tiers(_cfg(config))
-    rows = _rows(tiers)
+    r = Restorer(tiers)
+    notes: list[str] = []
+    rows = _rows(tiers, r, notes)
     if json_out:
-        emit_json(rows)
-        return
-    t = Table(title=f"checkpoints ({tiers.cfg.local_dir})")
-    for col in ("id", "step", "size", "state", "RPO", *[s.name for s in tiers.all], "hash"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(r["id"], str(r["step"]), f"{r['bytes'] / 2**20:.1f} MiB", r["state"],
-                  f"{r['rpo_s']:.2f} s" if r["rpo_s"] is not None else "-",
-                  *[r["tiers"][s.name] for s in tiers.all], f"{r['algo']}:{r['hash'][:12]}")
-    console.print(t)
-    console.print("RPO = staged -> committed in the region (measured on this node)")
+        emit_json({"checkpoints": rows, "unreachable": r.unreachable,
+                   "damaged": r.bad_manifests, "notes": notes})
+    else:
+        t = Table(title=f"checkpoints ({tiers.cfg.local_dir})")
+        for col in ("id", "step", "size", "state", "RPO", *[s.name for s in tiers.all], "hash"):
+            t.add_column(col)
+        for row in rows:
+            size = f"{row['bytes'] / 2**20:.1f} MiB" if row["bytes"] is not None else "-"
+            t.add_row(row["id"], str(row["step"]), size, row["state"],
+                      f"{row['rpo_s']:.2f} s" if row["rpo_s"] is not None else "-",
+                      *[row["tiers"][s.name] for s in tiers.all],
+                      f"{row['algo']}:{row['hash'][:12]}" if row["hash"] else "-")
+        console.print(t)
+        console.print("RPO = staged -> committed in the region (measured on this node)")
+        _warn_problems(r)
+        for note in notes:
+            err_console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
+    if r.unreachable:
+        raise typer.Exit(2)
+    if r.bad_manifests:
+        raise typer.Exit(1)
 
 
 @app.command("show")
@@ -95,52 +151,64 @@ def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOp
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
     m, src, _ = r.manifest(ckpt_id)
-    cat = tiers.read_catalog(ckpt_id) or {}
-    out = {"id": m.id, "step": m.step, "hash": m.hash, "algo": m.algo,
+    notes: list[str] = []
+    cat = _catalog(tiers, ckpt_id, notes)
+    out = {"id": m.id, "step": m.step, "hash": m.hash, "algo": m.algo, "version": m.version,
            "manifest_from": src, "states": cat.get("states") or m.states,
-           "errors": cat.get("errors", {}), "tiers": _presence(tiers, ckpt_id),
+           "errors": cat.get("errors", {}), "tiers": _presence(tiers, r, ckpt_id),
            "items": [{"name": i.name, "size": i.size, "chunks": len(i.chunks), "hash": i.hash}
-                     for i in m.items]}
+                     for i in m.items],
+           "unreachable": r.unreachable, "damaged": r.bad_manifests.get(ckpt_id, {}),
+           "bad_latest": r.bad_latest}
     if json_out:
         emit_json(out)
         return
-    console.print(f"[bold]{m.id}[/] step {m.step}  {m.algo}:{m.hash}  (manifest from {src})")
+    console.print(f"[bold]{m.id}[/] step {m.step}  {m.algo}:{m.hash}  (manifest v{m.version} "
+                  f"from {src})")
     console.print("  state times: wall clock of the saver (measured), + seconds since staged")
     for state, t in out["states"].items():
         console.print(f"  {state:<11} {_fmt_t(t)}  (+{t - out['states']['staged']:.3f} s)")
     console.print("  tiers: " + ", ".join(f"{k}={v}" for k, v in out["tiers"].items()))
     for k, v in out["errors"].items():
-        console.print(f"  [yellow]{k}: {v}[/]")
+        console.print(f"  [yellow]{k}: {escape(str(v))}[/]")
     for i in out["items"]:
-        console.print(f"  {i['name']:<40} {i['size']:>12,d} B {i['chunks']:>4} chunks "
+        console.print(f"  {escape(i['name']):<40} {i['size']:>12,d} B {i['chunks']:>4} chunks "
                       f"{i['hash'][:16]}")
+    _warn_problems(r, ckpt_id)
+
+
+_FAILED = {"missing", "corrupt", "bad-manifest", "differs", "unreachable"}
 
 
 @app.command("verify")
 def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
            tier: str | None = typer.Option(None, "--tier", help="Only this tier."),
            json_out: bool = JsonOption) -> None:
-    """Check every chunk of every tier's copy against the manifest (changes nothing).
+    """Check each tier's copy: its manifest, every object's size, every chunk (changes nothing).
 
-    Exit code 1 if a copy is corrupt.
+    Exit code 1 unless every tier that holds a manifest verified and at least one did: a
+    missing object, a bad chunk or size, a damaged manifest, a tier holding another save or
+    a tier that could not be reached all fail (with --tier, so does a tier without a copy).
     """
     tiers = Tiers(_cfg(config))
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
-    results = []
-    for s in [tiers.store(tier)] if tier else tiers.all:
-        try:
-            results.append(r.verify(ckpt_id, s))
-        except (StoreUnreachable, StoreAuthError) as err:
-            results.append({"tier": s.name, "id": ckpt_id, "ok": None, "error": str(err)})
+    results = [r.verify(ckpt_id, s) for s in ([tiers.store(tier)] if tier else tiers.all)]
     if json_out:
         emit_json(results)
     else:
         for res in results:
-            status = ("unreachable" if res["ok"] is None else "missing" if res.get("missing")
-                      else "ok" if res["ok"] else f"CORRUPT {res['bad_chunks']}")
-            console.print(f"{res['tier']:<12} {ckpt_id}: {status}")
-    if any(res["ok"] is False and not res.get("missing") for res in results):
+            status = res["status"].upper() if res["status"] in _FAILED else res["status"]
+            detail = "".join(f" {k}={res[k]}" for k in ("missing", "bad_sizes", "bad_chunks")
+                             if res[k])
+            if res["version"] == 1:
+                detail += " (manifest v1: sizes and dtype/shape checked, not hash-bound)"
+            console.print(f"{res['tier']:<12} {ckpt_id}: {status}{escape(detail)}")
+            if res["error"] and res["status"] != "ok":
+                console.print(f"{'':<12} {escape(res['error'])}", soft_wrap=True)
+        _warn_problems(r, ckpt_id)
+    failed = any(res["status"] in _FAILED for res in results)
+    if failed or not any(res["ok"] for res in results):
         raise typer.Exit(1)
 
 
@@ -164,17 +232,27 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
         if out:
             src = tiers.local.path(tiers.layout.data_prefix(rep.id))
             shutil.copytree(src, out, dirs_exist_ok=True)
+    rep.bad_latest = probe.bad_latest | rep.bad_latest
     if json_out:
         emit_json(rep.as_dict())
         return
     console.print(f"restored {rep.id} ({rep.bytes / 2**20:.1f} MiB in {rep.seconds:.2f} s, "
                   f"measured): served by {rep.tier} (chunks per tier: {rep.served_by})")
     for k, v in rep.unreachable.items():
-        console.print(f"  [yellow]{k} unreachable: {v}[/]")
+        console.print(f"  [yellow]{k} unreachable: {escape(v)}[/]")
+    for k, v in rep.bad_manifests.items():
+        console.print(f"  [yellow]{k}: damaged manifest skipped: {escape(v)}[/]")
+    for k, v in rep.bad_latest.items():
+        console.print(f"  [yellow]{k}: latest pointer ignored: {escape(v)}[/]")
+    for where in rep.quarantined:
+        console.print(f"  [yellow]bad local copy set aside in {escape(where)}[/]")
+    for b in rep.bad_sizes:
+        console.print(f"  [red]wrong size[/] {escape(b['item'])} in {b['tier']}: {b['size']} B, "
+                      f"manifest says {b['expected']} B")
     for b in rep.bad_chunks:
-        console.print(f"  [red]bad chunk[/] {b['item']}#{b['chunk']} in {b['tier']}")
+        console.print(f"  [red]bad chunk[/] {escape(b['item'])}#{b['chunk']} in {b['tier']}")
     if rep.repaired:
-        console.print(f"  repaired: {', '.join(rep.repaired)}")
+        console.print(f"  repaired: {escape(', '.join(rep.repaired))}")
 
 
 @app.command("gc")
@@ -192,7 +270,10 @@ def gc_cmd(config: Path | None = ConfigOption,
     if rep.skipped_leased:
         console.print(f"skipped (being saved or restored): {rep.skipped_leased}")
     for k, v in rep.unreachable.items():
-        console.print(f"[yellow]{k} unreachable: {v}[/]")
+        console.print(f"[yellow]{k} unreachable: {escape(v)}[/]")
+    if rep.damaged:
+        console.print(f"[yellow]kept, manifest damaged (see `checkpoint verify`): "
+                      f"{escape(', '.join(rep.damaged))}[/]")
 
 
 @app.command("bench")

@@ -16,13 +16,13 @@ on across controller restarts (the kill -9 test relies on it, as a real rack wou
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
@@ -158,9 +158,9 @@ class SimPlant:
             "critical": sorted(self.critical), "nominal_flow": self.nominal_flow,
             "power_on_latency_s": self.power_on_latency_s,
         }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(d))
-        os.replace(tmp, self.path)  # atomic: a kill -9 leaves the old or the new file
+        # A kill -9 or power loss leaves the old or the new plant, and two processes saving
+        # at once never share a temp file.
+        write_atomic(self.path, json.dumps(d))
 
     def rack_known(self, rack: str) -> None:
         if rack not in self.nominal_flow:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackscale.durable import write_atomic
 from rackscale.report.collect import collect
 from rackscale.report.document import build_document
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
@@ -33,13 +33,6 @@ def report_document(store: Store, *, shape: JobShape | None = None,
     return build_document(view, ledger, build_s=time.perf_counter() - t0), ledger
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    # A reader (a browser, the dashboard) never sees half a report.
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = None,
                  fleet: str | None = None) -> BuiltReport:
     t0 = time.perf_counter()
@@ -49,7 +42,9 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     html = render_html(doc)
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     json_path, html_path = out / "report.json", out / "report.html"
-    _write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
-    _write_atomic(html_path, html)
+    # A reader (a browser, the dashboard) never sees half a report, even after a crash, and
+    # two builds never share a temp file.
+    write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
+    write_atomic(html_path, html)
     return BuiltReport(doc=doc, ledger=ledger, html_path=html_path, json_path=json_path,
                        seconds=time.perf_counter() - t0)

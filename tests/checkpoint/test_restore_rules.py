@@ -1,0 +1,252 @@
+"""The restorer's decisions on real directory tiers: which `latest` wins, which manifest is
+served and what happens to the local copy, which tier serves a chunk, what verify says.
+
+Each test asserts the decision and the evidence the report carries (tiers, items, chunk
+numbers, sizes), so a changed comparison or constant in restore.py fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rackscale.checkpoint import (
+    CheckpointManager,
+    Restorer,
+    RestoreReport,
+    StoreUnreachable,
+    Tiers,
+    TiersConfig,
+    UnknownCheckpoint,
+    parse_config,
+)
+from rackscale.checkpoint.errors import ManifestInvalid
+from rackscale.checkpoint.manifest import ItemEntry, Manifest, checkpoint_hash
+from rackscale.checkpoint.seaweed import free_port
+
+CS = 4096
+BLOB = bytes(range(256)) * 48  # 12288 B = 3 chunks
+
+
+def dir_cfg(tmp: Path, **over) -> TiersConfig:
+    cfg = {"local_dir": str(tmp / "local"),
+           "region": {"name": "us-east", "kind": "dir", "path": str(tmp / "east")},
+           "replicas": [{"name": "us-west", "kind": "dir", "path": str(tmp / "west")}],
+           "chunk_size": CS, "part_size": 2 * CS, "fsync": False}
+    return parse_config(cfg | over)
+
+
+def save(cfg: TiersConfig, *steps: int) -> Tiers:
+    with CheckpointManager(cfg) as mgr:
+        for step in steps:
+            assert mgr.save(step, {"blob": BLOB, "n": bytes([step])}).wait(30).errors == {}
+    return Tiers(cfg)
+
+
+def ck(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def rewrite(store, tiers: Tiers, ckpt_id: str, **fields) -> Manifest:
+    """Put a self-consistent manifest with `fields` changed (hash recomputed) in `store`."""
+    key = tiers.layout.manifest(ckpt_id)
+    raw = json.loads(store.get(key)) | fields
+    items = [ItemEntry(**i) for i in raw["items"]]
+    m = Manifest(**(raw | {"items": items}))
+    m.hash = checkpoint_hash(m)
+    store.delete(key)
+    store.put(key, m.to_json(), if_absent=True)
+    return m
+
+
+def test_report_tier_is_the_tier_that_served_most() -> None:
+    rep = RestoreReport(id="x", manifest_from="us-east", served_by={"local": 2, "us-west": 3,
+                                                                    "us-east": 1})
+    assert rep.tier == "us-west" and rep.as_dict()["tier"] == "us-west"
+    assert RestoreReport(id="x", manifest_from="-").tier == "-"
+
+
+# --- latest ------------------------------------------------------------------------------------
+def test_latest_is_the_highest_pointer_that_names_a_held_checkpoint(tmp_path: Path) -> None:
+    cfg = dir_cfg(tmp_path)
+    with pytest.raises(UnknownCheckpoint, match="'latest'"):
+        Restorer(Tiers(cfg)).resolve_id("latest")
+    tiers = save(cfg, 1, 2, 3)
+    assert Restorer(tiers).resolve_id("step-00000002") == "step-00000002"  # ids pass through
+    assert Restorer(tiers).resolve_id("latest") == ck(3)
+    # One tier behind (its pointer at 2) loses to the others at 3, and says nothing bad.
+    tiers.replicas[0].put(tiers.layout.latest, json.dumps({"id": ck(2), "step": 2}).encode())
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(3) and r.bad_latest == {}
+    # The newest pointer naming nothing is outvoted by the next one, and named.
+    tiers.region.put(tiers.layout.latest, json.dumps({"id": ck(9), "step": 9}).encode())
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(3)
+    assert r.bad_latest == {"us-east": f"us-east: latest points at {ck(9)}, which no tier "
+                                       f"holds"}
+    # Without any pointer, the newest listed id.
+    for s in tiers.all:
+        s.delete(tiers.layout.latest)
+    assert Restorer(tiers).resolve_id("latest") == ck(3)
+
+
+def test_every_pointer_bad_falls_back_to_the_newest_id(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    for s in tiers.all:
+        s.put(tiers.layout.latest, b"garbage")
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(2)
+    assert sorted(r.bad_latest) == ["local", "us-east", "us-west"]
+    assert all("not valid JSON" in why for why in r.bad_latest.values())
+
+
+# --- which manifest, and the local copy --------------------------------------------------------
+def test_a_good_local_copy_of_the_same_save_is_served_locally(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    m, src, stale = Restorer(tiers).manifest(ck(1))
+    assert (src, stale, m.tier) == ("local", False, "local")
+
+
+@pytest.mark.parametrize("fix_cache", [False, True])
+def test_a_local_copy_of_another_save_is_stale(tmp_path: Path, fix_cache: bool) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    for s in tiers.remote:
+        rewrite(s, tiers, ck(1), save_uuid="f" * 32)
+    r = Restorer(tiers)
+    m, src, stale = r.manifest(ck(1), fix_cache=fix_cache)
+    assert (src, stale, m.save_uuid) == ("us-east", True, "f" * 32)
+    assert r.bad_manifests == {}  # stale is not damaged
+    held = tiers.local.head(tiers.layout.manifest(ck(1))) is not None
+    assert held is not fix_cache  # only restore drops it; ls/show/verify leave it
+    assert tiers.local.path(tiers.layout.data(ck(1), "blob")).exists() is not fix_cache
+
+
+@pytest.mark.parametrize("fix_cache", [False, True])
+def test_a_local_copy_of_the_same_save_with_another_hash_is_damaged(tmp_path: Path,
+                                                                    fix_cache: bool) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    rewrite(tiers.local, tiers, ck(1), created_at=1.0)
+    r = Restorer(tiers)
+    m, src, stale = r.manifest(ck(1), fix_cache=fix_cache)
+    assert (src, stale, m.created_at != 1.0) == ("us-east", False, True)
+    assert list(r.bad_manifests) == [ck(1)] and list(r.bad_manifests[ck(1)]) == ["local"]
+    assert "for the same save" in r.bad_manifests[ck(1)]["local"]
+    assert len(r.quarantined) == int(fix_cache)
+    if fix_cache:
+        moved = Path(r.quarantined[0])
+        assert moved.parent == tiers.root / "quarantine" and moved.name.startswith(ck(1) + ".")
+        assert json.loads((moved / "manifest.json").read_text())["created_at"] == 1.0
+        assert (moved / "data" / "blob").read_bytes() == BLOB
+        assert not tiers.local.path(tiers.layout.ckpt_prefix(ck(1))).exists()
+
+
+def test_a_damaged_region_manifest_is_skipped_for_the_replica(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    tiers.local.delete(tiers.layout.manifest(ck(1)))
+    tiers.region.path(tiers.layout.manifest(ck(1))).write_bytes(b"{}")
+    r = Restorer(tiers)
+    m, src, _ = r.manifest(ck(1))
+    assert src == "us-west" and m.id == ck(1)
+    assert list(r.bad_manifests[ck(1)]) == ["us-east"]
+    assert "field `version` is missing" in r.bad_manifests[ck(1)]["us-east"]
+    for s in tiers.replicas:
+        s.path(tiers.layout.manifest(ck(1))).write_bytes(b"[]")
+    r = Restorer(tiers)
+    with pytest.raises(ManifestInvalid, match=r"no tier holds a manifest that checks out "
+                                              r"\(us-east: .*; us-west: .*\)"):
+        r.manifest(ck(1))
+
+
+def test_offline_the_local_copy_serves_and_the_dead_tier_is_named(tmp_path: Path) -> None:
+    cfg = dir_cfg(tmp_path)
+    save(cfg, 1)
+    dead = {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+            "bucket": "b-dead", "access_key": "k", "secret_key": "s", "timeout_s": 1.0}
+    tiers = Tiers(dir_cfg(tmp_path, region=dead, replicas=[]))
+    r = Restorer(tiers)
+    _, src, _ = r.manifest(ck(1))
+    assert src == "local" and list(r.unreachable) == ["us-east"]
+    assert "does not answer" in r.unreachable["us-east"]
+    empty = Tiers(dir_cfg(tmp_path / "other", region=dead, replicas=[]))
+    with pytest.raises(StoreUnreachable, match="no remote tier answered"):
+        Restorer(empty).manifest(ck(1))
+
+
+# --- which tier serves a chunk ----------------------------------------------------------------
+def test_a_bad_chunk_is_served_by_the_next_tier_and_repaired(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    tiers.local.delete(key)
+    obj = tiers.region.path(key)
+    raw = bytearray(obj.read_bytes())
+    raw[CS + 5] ^= 0xFF  # chunk 1 of the region copy
+    obj.write_bytes(bytes(raw))
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.bad_chunks == [{"tier": "us-east", "item": "blob", "chunk": 1}]
+    assert rep.served_by == {"local": 1, "us-east": 2, "us-west": 1}  # item n is still local
+    assert rep.repaired == ["us-east:blob"] and rep.bad_sizes == []
+    assert obj.read_bytes() == BLOB and tiers.local.path(key).read_bytes() == BLOB
+
+
+@pytest.mark.parametrize("delta", [1, -1, CS])
+def test_an_object_of_the_wrong_size_serves_nothing(tmp_path: Path, delta: int) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    tiers.local.delete(key)
+    obj = tiers.region.path(key)
+    obj.write_bytes(BLOB + b"x" * delta if delta > 0 else BLOB[:delta])
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.bad_sizes == [{"tier": "us-east", "item": "blob", "size": len(BLOB) + delta,
+                              "expected": len(BLOB)}]
+    assert rep.served_by == {"local": 1, "us-west": 3} and rep.bad_chunks == []
+    assert rep.repaired == ["us-east:blob"] and obj.read_bytes() == BLOB
+
+
+def test_when_every_copy_has_the_wrong_size_nothing_is_restored(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    for s in tiers.all:
+        s.path(key).write_bytes(BLOB + b"!")
+    with pytest.raises(Exception, match="no reachable tier holds a good copy of chunk"):
+        Restorer(tiers).restore(ck(1))
+
+
+# --- verify -----------------------------------------------------------------------------------
+def test_verify_says_per_tier_what_is_wrong(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+
+    def status(store) -> dict:
+        return Restorer(tiers).verify(ck(1), store)
+
+    res = status(tiers.region)
+    assert (res["status"], res["ok"], res["version"], res["error"]) == ("ok", True, 2, None)
+    assert res["hash"] == tiers.read_manifest(tiers.region, ck(1)).hash
+    raw = bytearray(tiers.replicas[0].path(key).read_bytes())
+    raw[2 * CS] ^= 1
+    tiers.replicas[0].path(key).write_bytes(bytes(raw))
+    res = status(tiers.replicas[0])
+    assert (res["status"], res["ok"], res["bad_chunks"]) == (
+        "corrupt", False, [{"item": "blob", "chunk": 2}])
+    tiers.replicas[0].path(key).write_bytes(BLOB[:-1])
+    assert status(tiers.replicas[0])["bad_sizes"] == [{"item": "blob", "size": len(BLOB) - 1,
+                                                       "expected": len(BLOB)}]
+    tiers.local.delete(key)
+    res = status(tiers.local)
+    assert (res["status"], res["missing"], res["ok"]) == ("missing", ["blob"], False)
+    tiers.replicas[0].delete(tiers.layout.manifest(ck(1)))
+    res = status(tiers.replicas[0])
+    assert (res["status"], res["ok"]) == ("absent", False)
+    # The region now holds another save: it is what a restore would serve, so the local
+    # copy (data intact) is the one that differs.
+    tiers.local.put(key, BLOB)
+    rewrite(tiers.region, tiers, ck(1), save_uuid="e" * 32)
+    assert status(tiers.region)["status"] == "ok"
+    res = status(tiers.local)
+    assert (res["status"], res["ok"]) == ("differs", False)
+    assert res["error"].startswith("local holds another copy") and "than us-east" in res["error"]
+    tiers.region.path(tiers.layout.manifest(ck(1))).write_bytes(b"")
+    res = status(tiers.region)
+    assert res["status"] == "bad-manifest" and "not valid JSON" in res["error"]
