@@ -29,7 +29,7 @@ bench: install-test
 # Mutation testing of the modules that decide (TESTING.md); not part of `test`: it runs each
 # module's focused tests once per mutant. MODULES=certify/localize.py limits it to some.
 mutation: install-test
-	nice -n 10 $(BIN)/python scripts/mutation.py $(MODULES)
+	nice -n 10 $(BIN)/python scripts/mutation.py $(if $(JOBS),--jobs $(JOBS),) $(MODULES)
 
 lint: install-test
 	$(BIN)/ruff check src tests bench
