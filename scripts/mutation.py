@@ -97,6 +97,12 @@ EQUIVALENT: list[Equivalent] = [
                r"hits = \[\(int\(members\[0|hits = \[\(int\(members\[0\]\), outs\[0"
                r"|hits = \[\(int\(members\[0\]\), outs\[0\]\)\] if outs\[0",
                "a group of one: index 0 and -1 are the same element", number_offset=-1),
+    Equivalent("report/ledger.py", "ReplaceUnaryOperator_Delete_USub",
+               r"""rsplit\(["']/["'], 1\)\[-1?""",
+               "component ids always hold a '/': rsplit('/', 1) has two parts, [1] is [-1]"),
+    Equivalent("report/ledger.py", "NumberReplacer", r'"goodput_loss": round\(certified - count, 1',
+               "certified is whole and count has one decimal: the loss has no second decimal",
+               number_offset=+1),
 ]
 
 

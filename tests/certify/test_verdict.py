@@ -228,3 +228,12 @@ def test_judge_evidence_names_the_source_and_rounds_figures():
     j2 = judge(samples, np.zeros_like(samples, bool), {}, bl, Thresholds(min_drop=0.0123456))
     ev2 = j2.evidence(0, "TFLOPS", "twin")
     assert (ev2["value"], ev2["rel"], ev2["fail_below_rel"]) == (98.7654, 0.9877, 0.9877)
+
+
+def test_thresholds_are_keyword_only_and_frozen():
+    # A positional 0.02 could be read as min_drop or as k_fail: the config refuses to guess.
+    with pytest.raises(TypeError):
+        Thresholds(0.02)  # type: ignore[misc]
+    th = Thresholds(min_drop=0.02)
+    with pytest.raises(AttributeError):
+        th.min_drop = 0.5  # type: ignore[misc]

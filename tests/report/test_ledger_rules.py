@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rackscale.fleet import Topology, synthetic_fleet
-from rackscale.report import JobShape, JobShapeError, StoreView, build_ledger
+from rackscale.report import JobShape, JobShapeError, Step, StoreView, build_ledger
 from rackscale.store import Event
 
 R1, R2 = "region-0/r01", "region-0/r02"
@@ -449,3 +449,19 @@ def test_goodput_notes_a_simulated_job_of_another_size(topo):
     step = _goodput(topo, ettr=0.9, job_gpus=432)
     assert step.note == "simulated job of 432 GPUs; its ETTR applied to the 144 certified GPUs"
     assert _goodput(topo, ettr=0.9, job_gpus="432").note == ""
+
+
+def test_a_domain_fault_flags_every_tray_of_its_domain_only(topo):
+    v = V(topo).all_production().run().finding(f"{R2}/s04", "nvlink_switch_degraded").passed()
+    racks = {r["id"]: r for r in v.ledger().racks}
+    assert all(t["flagged"] for t in racks[R2]["trays"])
+    assert not any(t["flagged"] for t in racks[R1]["trays"])
+    assert racks[R2]["healthy_gpus"] == 72 and racks[R2]["usable_gpus"] == 0
+
+
+def test_job_shape_and_step_are_keyword_only():
+    # A positional 64 could be read as the name or the GPUs per domain: refuse to guess.
+    with pytest.raises(TypeError):
+        JobShape("x", 64)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Step("k", "label", 1.0, "r", "spec", "src")  # type: ignore[misc]
