@@ -172,10 +172,32 @@ def test_judge_confidence_per_kind_of_failure():
     j = _judge_scenario()
     assert j.confidence(7) == 0.99  # an error is near-certain
     assert j.confidence(6) == 0.775  # flapping: 0.6 + 0.35 x 2 of 4 repeats hard
-    assert j.confidence(9) == pytest.approx(0.6875, abs=1e-3)
+    assert j.confidence(9) == 0.688  # 0.6 + 0.35 x 1 of 4, to three decimals
     assert j.confidence(4) == 0.6  # 0.5 + (0.75 - 0.7) / (2 x 0.25)
     assert j.confidence(10) == 0.99  # capped
     assert j.confidence(0) == 0.5  # floored
+
+
+def test_judge_confidence_is_rounded_to_three_decimals():
+    samples = np.full((4, 1), 71.23)
+    bl = Baseline(np.array([100.0]), np.array([0.01]), "t")
+    j = judge(samples, np.zeros_like(samples, bool), {}, bl,
+              Thresholds(min_drop=0.25, hard_rel=0.5))
+    assert j.confidence(0) == 0.575  # 0.5 + (0.75 - 0.7123) / 0.5 = 0.5754
+
+
+def test_fail_rel_leaves_out_a_repeat_exactly_on_the_fail_line():
+    samples = np.array([[75.0], [60.0], [100.0], [100.0]])
+    bl = Baseline(np.array([100.0]), np.array([0.01]), "t")
+    j = judge(samples, np.zeros_like(samples, bool), {}, bl,
+              Thresholds(min_drop=0.25, hard_rel=0.5))
+    assert j.fail_rel(0) == 0.6
+
+
+def test_baselines_are_immutable():
+    bl = Baseline(np.array([1.0]), np.array([0.01]), "t")
+    with pytest.raises(AttributeError):
+        bl.source = "other"  # type: ignore[misc]
 
 
 def test_judge_confidence_band_has_a_floor_for_tight_lines():
