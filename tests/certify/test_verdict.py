@@ -194,6 +194,15 @@ def test_fail_rel_leaves_out_a_repeat_exactly_on_the_fail_line():
     assert j.fail_rel(0) == 0.6
 
 
+def test_judge_takes_spec_value_and_extra_fail_by_keyword_only():
+    # Both are per-element arrays like the positional ones: a swap would judge silently wrong.
+    samples = np.ones((2, 1))
+    bl = Baseline(np.array([1.0]), np.array([0.01]), "t")
+    with pytest.raises(TypeError):
+        judge(samples, np.zeros_like(samples, bool), {}, bl, Thresholds(min_drop=0.1),
+              np.ones(1))  # type: ignore[misc]
+
+
 def test_baselines_are_immutable():
     bl = Baseline(np.array([1.0]), np.array([0.01]), "t")
     with pytest.raises(AttributeError):

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from rackscale.fleet import Topology, synthetic_fleet
-from rackscale.report import JobShape, JobShapeError, Step, StoreView, build_ledger
+from rackscale.report import (
+    JobShape,
+    JobShapeError,
+    Ledger,
+    Step,
+    StoreView,
+    build_ledger,
+)
 from rackscale.store import Event
 
 R1, R2 = "region-0/r01", "region-0/r02"
@@ -429,8 +436,10 @@ def test_goodput_interval_is_clamped_to_the_certified_count(topo):
 def test_goodput_edges_and_plain_ettr(topo):
     assert _goodput(topo, ettr=0.75).count == 108.0
     assert _goodput(topo, ettr=0.75).ci95 is None
-    assert _goodput(topo, ettr=1.0).count == 144.0
-    assert _goodput(topo, ettr=0.0).count == 0.0
+    for ettr, count in ((1.0, 144.0), (0.0, 0.0)):  # both ends of [0, 1] are an ETTR
+        step = _goodput(topo, ettr=ettr)
+        assert (step.count, step.reason, step.provenance["figure"]) == (
+            count, "simulated_goodput", "ettr")
 
 
 def test_goodput_falls_back_to_scheduling_times_runtime(topo):
@@ -465,3 +474,7 @@ def test_job_shape_and_step_are_keyword_only():
         JobShape("x", 64)  # type: ignore[misc]
     with pytest.raises(TypeError):
         Step("k", "label", 1.0, "r", "spec", "src")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Ledger([], JobShape(), [], [], [], [])  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        JobShape().gpus_per_domain = 8  # type: ignore[misc]
