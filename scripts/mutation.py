@@ -104,7 +104,7 @@ EQUIVALENT: list[Equivalent] = [
                "certified is whole and count has one decimal: the loss has no second decimal",
                number_offset=+1),
     Equivalent("report/ledger.py", "NumberReplacer", r"and gpus\.size > 0",
-               "every NVLink domain of a topology holds GPUs, so size > -1 and > 0 agree",
+               "every NVLink domain of the rack templates holds GPUs: size > -1 and > 0 agree",
                number_offset=-1),
 ]
 

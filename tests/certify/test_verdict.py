@@ -203,6 +203,26 @@ def test_judge_takes_spec_value_and_extra_fail_by_keyword_only():
               np.ones(1))  # type: ignore[misc]
 
 
+def test_fleet_baseline_takes_its_options_by_keyword_only():
+    with pytest.raises(TypeError):
+        fleet_baseline(np.ones(5), np.array(["A"] * 5), np.ones(5))  # type: ignore[misc]
+
+
+def test_fleet_baseline_of_fractions_below_one_uses_their_mad():
+    # Figures that are fractions (the thermal probe's share of needed flow) sit below 1.
+    bl = fleet_baseline(np.array([0.5, 0.52, 0.48, 0.5, 0.6]), np.array(["A"] * 5))
+    assert bl.reference.tolist() == [0.5] * 5
+    assert bl.sigma_rel == pytest.approx([MAD_TO_SIGMA * 0.02 / 0.5] * 5)
+
+
+def test_one_healthy_repeat_among_hard_failures_is_flapping():
+    samples = np.array([[100.0], [40.0], [40.0], [40.0]])
+    bl = Baseline(np.array([100.0]), np.array([0.01]), "t")
+    j = judge(samples, np.zeros_like(samples, bool), {}, bl,
+              Thresholds(min_drop=0.25, hard_rel=0.5))
+    assert (j.hard_fails.tolist(), j.healthy.tolist(), j.flapping.tolist()) == ([3], [1], [True])
+
+
 def test_baselines_are_immutable():
     bl = Baseline(np.array([1.0]), np.array([0.01]), "t")
     with pytest.raises(AttributeError):
