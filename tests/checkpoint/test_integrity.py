@@ -253,3 +253,39 @@ def test_a_put_cut_short_by_a_killed_client_leaves_no_object(regions: tuple) -> 
         with pytest.raises(Killed):
             store.put(key, b'{"id": "step-00000001", "step": 1}', if_absent=if_absent)
         assert store.head(key) is None, f"{key}: a cut-short PUT left an object"
+
+
+def test_a_connection_dropped_mid_request_is_an_unreachable_tier() -> None:
+    """A server that hangs up without answering (busy, restarting) is the tier being away:
+    the room's error, which the saver records and the reader skips, never a raw botocore
+    exception that kills the saver's background thread."""
+    import threading
+
+    from rackscale.checkpoint import StoreUnreachable
+    from rackscale.checkpoint.s3store import S3Store
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)  # the request arrives; no response ever leaves
+
+    t = threading.Thread(target=hang_up, daemon=True)
+    t.start()
+    try:
+        store = S3Store(name="us-east", endpoint=f"http://127.0.0.1:{srv.getsockname()[1]}",
+                        bucket="ck", access_key="k", secret_key="s", timeout_s=1.0)
+        for call in (lambda: store.put("ckpt/latest", b"{}"), lambda: store.get("ckpt/x")):
+            with pytest.raises(StoreUnreachable, match="'us-east'"):
+                call()
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()

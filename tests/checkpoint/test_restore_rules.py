@@ -250,3 +250,36 @@ def test_verify_says_per_tier_what_is_wrong(tmp_path: Path) -> None:
     tiers.region.path(tiers.layout.manifest(ck(1))).write_bytes(b"")
     res = status(tiers.region)
     assert res["status"] == "bad-manifest" and "not valid JSON" in res["error"]
+
+
+# --- the other readers of manifests: resume and gc ----------------------------------------------
+def test_resume_sets_a_damaged_local_copy_aside_instead_of_failing(tmp_path: Path) -> None:
+    dead = {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+            "bucket": "b-dead", "access_key": "k", "secret_key": "s", "timeout_s": 1.0}
+    cfg = dir_cfg(tmp_path, region=dead, replicas=[])
+    with CheckpointManager(cfg) as mgr:
+        assert "us-east" in mgr.save(1, {"blob": BLOB}).wait(30).errors  # stays local
+    tiers = Tiers(cfg)
+    tiers.local.path(tiers.layout.manifest(ck(1))).write_bytes(b'{"version": 2')
+    events: list[tuple[str, dict]] = []
+    with CheckpointManager(cfg, events=lambda k, d: events.append((k, d))) as mgr:
+        assert mgr.resume() == []  # nothing pushed from a copy that cannot be trusted
+    quarantined = [d for k, d in events if k == "resume.quarantine"]
+    assert [d["id"] for d in quarantined] == [ck(1)]
+    assert "not valid JSON" in quarantined[0]["error"]
+    assert Path(quarantined[0]["to"]).parent == tiers.root / "quarantine"
+    assert (Path(quarantined[0]["to"]) / "data" / "blob").read_bytes() == BLOB
+
+
+def test_gc_keeps_and_names_checkpoints_whose_manifest_is_damaged(tmp_path: Path) -> None:
+    from rackscale.checkpoint import gc
+
+    cfg = dir_cfg(tmp_path, retention={"keep_local": 1, "keep_region": 1})
+    tiers = save(cfg, 1, 2, 3)
+    tiers.region.path(tiers.layout.manifest(ck(1))).write_bytes(b"")
+    tiers.region.put(tiers.layout.latest, b"[]")  # a damaged pointer protects nothing
+    rep = gc(tiers)
+    assert rep.damaged == [f"us-east:{ck(1)}"]
+    assert rep.deleted == {"local": [ck(1), ck(2)], "us-east": [ck(2)],
+                           "us-west": [ck(1), ck(2)]}
+    assert tiers.committed_ids(tiers.region) == [ck(1), ck(3)]

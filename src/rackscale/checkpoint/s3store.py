@@ -34,13 +34,18 @@ def _translate(fn: F) -> F:
     def wrapper(self: S3Store, *args: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import (
             ClientError,
+            ConnectionClosedError,
             ConnectTimeoutError,
             EndpointConnectionError,
             ReadTimeoutError,
         )
         try:
             return fn(self, *args, **kwargs)
-        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as err:
+        # A connection dropped mid-request (a busy or restarting server) is the tier being
+        # away like any other: the saver records it and stays local, the reader tries the
+        # next tier. Untranslated, it killed the saver's background thread.
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
+                ConnectionClosedError) as err:
             raise StoreUnreachable(
                 f"store {self.name!r} ({self.endpoint}) does not answer: {err}. Check that the "
                 f"endpoint URL and port are right and the server is running.") from None

@@ -98,12 +98,11 @@ def _warn_problems(r: Restorer, ckpt_id: str | None = None) -> None:
         err_console.print(f"[yellow]{tier} unreachable:[/] {escape(why)}", soft_wrap=True)
     for cid, bad in r.bad_manifests.items():
         if ckpt_id is None or cid == ckpt_id:
-            for tier, why in bad.items():
-                err_console.print(f"[yellow]{tier}: damaged manifest of {cid} skipped:[/] "
+            for why in bad.values():  # each reason starts with its tier and key
+                err_console.print(f"[yellow]damaged manifest of {cid} skipped:[/] "
                                   f"{escape(why)}", soft_wrap=True)
-    for tier, why in r.bad_latest.items():
-        err_console.print(f"[yellow]{tier}: latest pointer ignored:[/] {escape(why)}",
-                          soft_wrap=True)
+    for why in r.bad_latest.values():
+        err_console.print(f"[yellow]latest pointer ignored:[/] {escape(why)}", soft_wrap=True)
     for where in r.quarantined:
         err_console.print(f"[yellow]bad local copy set aside in {escape(where)}[/]")
 
@@ -240,10 +239,10 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
                   f"measured): served by {rep.tier} (chunks per tier: {rep.served_by})")
     for k, v in rep.unreachable.items():
         console.print(f"  [yellow]{k} unreachable: {escape(v)}[/]")
-    for k, v in rep.bad_manifests.items():
-        console.print(f"  [yellow]{k}: damaged manifest skipped: {escape(v)}[/]")
-    for k, v in rep.bad_latest.items():
-        console.print(f"  [yellow]{k}: latest pointer ignored: {escape(v)}[/]")
+    for v in rep.bad_manifests.values():  # each reason starts with its tier and key
+        console.print(f"  [yellow]damaged manifest skipped: {escape(v)}[/]")
+    for v in rep.bad_latest.values():
+        console.print(f"  [yellow]latest pointer ignored: {escape(v)}[/]")
     for where in rep.quarantined:
         console.print(f"  [yellow]bad local copy set aside in {escape(where)}[/]")
     for b in rep.bad_sizes:
