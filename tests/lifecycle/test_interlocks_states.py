@@ -53,6 +53,13 @@ def test_fault_policy_due_times_and_deadlines():
     assert [custom.deadline(t) for t in list(Tier)[1:]] == [1.5, 2.5, 3.5, 4.5, 6.5]
 
 
+def test_fault_policy_is_keyword_only_and_frozen():
+    with pytest.raises(TypeError):
+        FaultPolicy(0.0, 5.0)  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        FaultPolicy().cap_s = 1.0  # type: ignore[misc]
+
+
 def test_fault_policy_accepts_equal_step_times_and_zero():
     p = FaultPolicy(warn_s=0, cap_s=0, drain_s=0, off_s=0, isolate_s=0)
     assert p.deadline(Tier.ISOLATE) == 5.0

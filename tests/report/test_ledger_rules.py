@@ -253,6 +253,13 @@ def test_finding_actions_remove_degrade_domain_and_warn(topo):
     assert all(t["flagged"] for t in racks[R2]["trays"])
 
 
+def test_finding_stages_are_named_when_numbered_and_kept_otherwise(topo):
+    v = V(topo).all_production().run()
+    for stage in (2, 5, "multi-rack", "lab"):
+        v.finding(f"{R1}/c01/gpu0", "slow_gpu", verdict="warn", stage=stage)
+    assert [f["stage"] for f in v.ledger().findings] == ["tray", "5", "multi-rack", "lab"]
+
+
 def test_finding_on_the_fleet_removes_everything_and_unknown_components_warn(topo):
     v = V(topo).all_production().run()
     v.finding("region-0/r07/c01/gpu0", "slow_gpu")
