@@ -106,6 +106,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("report/ledger.py", "NumberReplacer", r"and gpus\.size > 0",
                "every NVLink domain of the rack templates holds GPUs: size > -1 and > 0 agree",
                number_offset=-1),
+    Equivalent("report/ledger.py", "ReplaceComparisonOperator_Gt_GtE", r"and gpus\.size >",
+               "every NVLink domain of the rack templates holds GPUs: size >= 0 and > 0 agree"),
 ]
 
 
