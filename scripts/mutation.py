@@ -16,7 +16,7 @@ Not counted (marked skipped before the run):
 - the equivalent mutants listed in EQUIVALENT below, each with the reason no test can tell it
   from the original.
 
-Usage: scripts/mutation.py [MODULE ...] [--timeout S] [--jobs N] [--keep]
+Usage: scripts/mutation.py [MODULE ...] [--timeout S] [--jobs N] [--keep] [--recheck]
   MODULE is a key of MODULES (e.g. certify/localize.py); all of them when omitted.
 """
 
@@ -262,6 +262,74 @@ def run_module(module: str, timeout: float, keep: bool, out_dir: Path) -> dict[s
     return res
 
 
+def _changed_token(diff: str) -> tuple[str, float | None]:
+    """From a one-line mutant's diff: the original line up to the end of the mutated token,
+    and for a changed number the offset applied."""
+    body = [ln for ln in diff.splitlines()[1:] if not ln.startswith(("---", "+++"))]
+    old = next(ln[1:] for ln in body if ln.startswith("-"))
+    new = next(ln[1:] for ln in body if ln.startswith("+"))
+    p = 0
+    while p < min(len(old), len(new)) and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
+        s += 1
+    end = len(old) - s
+    while end < len(old) and (old[end].isalnum() or old[end] in "_."):
+        end += 1  # the common tail of True/False, 0.5/1.5 belongs to the token
+    try:
+        offset = float(new[p:len(new) - s]) - float(old[p:len(old) - s])
+    except ValueError:
+        offset = None
+    return old[:end], offset
+
+
+def _equivalent_survivor(module: str, sv: dict) -> str | None:
+    op = sv["where"].split()[0]
+    upto, offset = _changed_token(sv["diff"])
+    for eq in EQUIVALENT:
+        if eq.module in ("*", module) and re.search(eq.operator, op) and \
+                eq.number_offset in (None, offset) and re.search(f"(?:{eq.context})$", upto):
+            return f"equivalent: {eq.why}"
+    return None
+
+
+def recheck(module: str, out_dir: Path, timeout: float) -> dict[str, object]:
+    """Re-score the survivors of a module's last report against the tests and equivalents as
+    they are now: each survivor's diff is applied to a fresh copy and the tests run once."""
+    path = out_dir / (module.replace("/", "__") + ".json")
+    res = json.loads(path.read_text())
+    still, now_killed = [], []
+    for sv in res["survivors"]:
+        why = _equivalent_survivor(module, sv)
+        if why:
+            res["equivalent_excluded"].append(f"{sv['where']}: {why}")
+            res["scored"] -= 1
+            continue
+        work = Path(tempfile.mkdtemp(prefix="rackscale-recheck-"))
+        try:
+            _copy_tree(work)
+            patch = "\n".join(sv["diff"].splitlines()[1:]) + "\n"
+            subprocess.run(["patch", "-p1", "-s"], input=patch, text=True, cwd=work, check=True)
+            env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+            try:
+                rc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
+                                     "no:cacheprovider", *MODULES[module]], cwd=work, env=env,
+                                    capture_output=True, timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        (now_killed if rc != 0 else still).append(sv)
+    res["killed"] += len(now_killed)
+    res["survived"] = len(still)
+    res["survivors"] = still
+    res["killed_on_recheck"] = [sv["where"] for sv in now_killed]
+    res["score"] = round(100.0 * res["killed"] / res["scored"], 1) if res["scored"] else None
+    path.write_text(json.dumps(res, indent=2))
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULES)}")
@@ -269,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
     ap.add_argument("--jobs", type=int, default=1, help="modules run at once (default 1)")
     ap.add_argument("--out", default=str(ROOT / "mutation-report"))
+    ap.add_argument("--recheck", action="store_true",
+                    help="re-score the survivors of the last run against the tests as they are")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -277,9 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    def one(m: str) -> dict[str, object]:
+        if args.recheck:
+            return recheck(m, out_dir, args.timeout)
+        return run_module(m, args.timeout, args.keep, out_dir)
+
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda m: run_module(m, args.timeout, args.keep, out_dir),
-                                args.modules or list(MODULES)))
+        results = list(pool.map(one, args.modules or list(MODULES)))
     print("\nmodule                      killed/scored  score  not scored  time")
     for r in results:
         print(f"{r['module']:<28}{r['killed']:>6}/{r['scored']:<7}{r['score']!s:>6}%"
@@ -288,9 +362,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  survived: {s['where']}\n" + "\n".join(
                 "    " + ln for ln in (s["diff"] or "").splitlines()
                 if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))))
+    everything = [json.loads((out_dir / (m.replace("/", "__") + ".json")).read_text())
+                  for m in MODULES if (out_dir / (m.replace("/", "__") + ".json")).exists()]
     (out_dir / "summary.json").write_text(json.dumps(
-        [{k: r[k] for k in ("module", "killed", "scored", "score", "seconds")} for r in results],
-        indent=2))
+        [{k: r.get(k) for k in ("module", "killed", "scored", "score", "seconds")}
+         for r in everything], indent=2))
     return 0
 
 
