@@ -435,6 +435,10 @@ def test_goodput_from_ettr_with_its_interval(topo):
     assert _goodput(topo, ettr={"mean": 0.5, "ci95": [0.1, 0.2, 0.3]}).ci95 is None
 
 
+def test_goodput_interval_ends_are_rounded_to_one_decimal(topo):
+    assert _goodput(topo, ettr={"mean": 0.5, "ci95": [0.2211, 0.7777]}).ci95 == [31.8, 112.0]
+
+
 def test_goodput_interval_is_clamped_to_the_certified_count(topo):
     assert _goodput(topo, ettr={"mean": 0.9, "ci95": 0.2}).ci95 == [100.8, 144.0]
     assert _goodput(topo, ettr={"mean": 0.1, "ci95": [-0.5, 0.2]}).ci95 == [0.0, 28.8]
