@@ -54,6 +54,7 @@ MODULES: dict[str, list[str]] = {
                                "tests/checkpoint/test_units.py",
                                "-k", "not seaweedfs and not demo_step"],
     "checkpoint/restore.py": ["tests/checkpoint/test_restore_rules.py",
+                              "tests/checkpoint/test_restore_edges.py",
                               "tests/checkpoint/test_units.py",
                               "-k", "not seaweedfs and not demo_step"],
 }
