@@ -314,18 +314,23 @@ def recheck(module: str, out_dir: Path, timeout: float) -> dict[str, object]:
             subprocess.run(["patch", "-p1", "-s"], input=patch, text=True, cwd=work, check=True)
             env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
             try:
-                rc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p",
-                                     "no:cacheprovider", *MODULES[module]], cwd=work, env=env,
-                                    capture_output=True, timeout=timeout).returncode
+                run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p",
+                                      "no:cacheprovider", *MODULES[module]], cwd=work, env=env,
+                                     capture_output=True, text=True, timeout=timeout)
+                rc, out = run.returncode, run.stdout
             except subprocess.TimeoutExpired:
-                rc = 124
+                rc, out = 124, "FAILED (timeout)"
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        (now_killed if rc != 0 else still).append(sv)
+        if rc == 0:
+            still.append(sv)
+        else:  # name the test that caught it: evidence that the kill is not a broken run
+            failed = [ln.split(" - ")[0] for ln in out.splitlines() if ln.startswith("FAILED")]
+            now_killed.append(f"{sv['where']}: {failed[0] if failed else f'exit {rc}'}")
     res["killed"] += len(now_killed)
     res["survived"] = len(still)
     res["survivors"] = still
-    res["killed_on_recheck"] = [sv["where"] for sv in now_killed]
+    res["killed_on_recheck"] = res.get("killed_on_recheck", []) + now_killed
     res["score"] = round(100.0 * res["killed"] / res["scored"], 1) if res["scored"] else None
     path.write_text(json.dumps(res, indent=2))
     return res
