@@ -107,6 +107,12 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("report/ledger.py", "NumberReplacer", r"and gpus\.size > 0",
                "every NVLink domain of the rack templates holds GPUs: size > -1 and > 0 agree",
                number_offset=-1),
+    Equivalent("checkpoint/restore.py", "ReplaceBinaryOperator_Sub_Add", r"data = f\.read\(end -",
+               "the local re-read runs only for a chunk _fill found bad: a longer read is just as "
+               "bad, and the chunk is fetched from a remote tier either way"),
+    Equivalent("checkpoint/restore.py", "NumberReplacer",
+               r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
+               "writes the same bytes", number_offset=+1),
     Equivalent("report/ledger.py", "ReplaceComparisonOperator_Gt_GtE", r"and gpus\.size >",
                "every NVLink domain of the rack templates holds GPUs: size >= 0 and > 0 agree"),
 ]

@@ -32,16 +32,19 @@ def test_an_unreadable_local_manifest_is_quarantined_by_restore_only(tmp_path: P
     tiers.local.delete(key)
     tiers.local.put(key, b'{"id": "step-00000001", "trunc', if_absent=True)
     looked = Restorer(tiers)
-    _, src, _ = looked.manifest(ck(1))
-    assert src == "us-east" and looked.quarantined == []  # read-only: only skipped
+    _, src, stale = looked.manifest(ck(1))
+    assert (src, stale) == ("us-east", False)
+    assert looked.quarantined == []  # read-only: only skipped
     rep = Restorer(tiers).restore(ck(1))
-    assert rep.manifest_from == "us-east"
+    assert (rep.manifest_from, rep.stale_cache_dropped) == ("us-east", False)
     assert len(rep.quarantined) == 1
     moved = Path(rep.quarantined[0])
     assert moved.parent == tiers.root / "quarantine"
     assert (moved / "manifest.json").read_bytes().endswith(b'"trunc')
     # the restored local copy is whole again and serves the next restore
-    assert Restorer(tiers).restore(ck(1)).manifest_from == "local"
+    again = Restorer(tiers).restore(ck(1))
+    assert (again.manifest_from, again.stale_cache_dropped, again.quarantined) == (
+        "local", False, [])
 
 
 def test_a_damaged_local_copy_is_reported_with_both_hashes(tmp_path: Path) -> None:
