@@ -152,6 +152,12 @@ def test_racks_without_state_or_unpowered_lose_all_their_gpus(topo):
     assert ledger.gpu_reason[72] == "rack_not_onboarded"
 
 
+def test_a_rack_not_onboarded_does_not_stop_the_next_racks_trays(topo):
+    v = V(topo).state(R2, "production").state(f"{R2}/c01", "onboard")
+    assert v.ledger().step("powered").lost == {"rack_not_onboarded": 72,
+                                               "tray_state:onboard": 4}
+
+
 def test_an_unpowered_rack_does_not_stop_the_next_racks_trays(topo):
     v = V(topo).state(R1, "cabled").state(R2, "production")
     v.state(f"{R2}/c03", "repair").state(f"{R1}/c01", "bogus")
@@ -439,6 +445,7 @@ def test_goodput_from_ettr_with_its_interval(topo):
 
 def test_goodput_interval_ends_are_rounded_to_one_decimal(topo):
     assert _goodput(topo, ettr={"mean": 0.5, "ci95": [0.2211, 0.7777]}).ci95 == [31.8, 112.0]
+    assert _goodput(topo, ettr=0.7777).count == 112.0  # 111.9888
 
 
 def test_goodput_interval_is_clamped_to_the_certified_count(topo):
@@ -461,6 +468,7 @@ def test_goodput_falls_back_to_scheduling_times_runtime(topo):
     assert step.provenance["figure"] == "goodput.scheduling x goodput.runtime"
     assert step.source.endswith("certified GPUs x goodput.scheduling x goodput.runtime 0.400")
     assert _goodput(topo, goodput={"scheduling": 1.0, "runtime": 1.0}).count == 144.0
+    assert _goodput(topo, goodput={"scheduling": 0.9, "runtime": 0.5}).count == 64.8  # 0.45
     assert _goodput(topo, goodput={"scheduling": 2.0, "runtime": 0.6}).reason == \
         "simulate_invalid"
     assert _goodput(topo, goodput={"scheduling": -1.0, "runtime": 0.5}).reason == \
