@@ -23,9 +23,9 @@ runner = CliRunner()
 
 def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/r.db"
-    out = tmp_path / "f.jsonl"
-    res = runner.invoke(app, ["certify", "run", "--seed", "seed-504", "--faults", "demo",
-                              "--json", "--db", db, "--out", str(out)])
+    out = tmp_path / "findings.jsonl"
+    res = runner.invoke(app, ["certify", "run", "--fleet", "seed-504", "--faults", "demo",
+                              "--json", "--db", db, "--out", str(tmp_path)])
     assert res.exit_code == 1, res.output
     body = json.loads(res.stdout)
     assert body["backend"] == "twin" and body["simulated"] is True
@@ -34,7 +34,8 @@ def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) ->
     run = store.events(kind="certify.run")[0]
     assert run.component_id == "seed-504"
     for key in ("run_id", "backend", "seed", "faults_file", "stages", "collective_tests",
-                "allpairs_tests", "campaign_s", "gpus_total", "gpus_healthy", "findings"):
+                "allpairs_tests", "campaign_s", "gpus_total", "gpus_clear", "gpus_healthy",
+                "findings"):
         assert key in run.payload
     findings = store.events(kind="certify.finding")
     assert {e.component_id for e in findings} == {e.payload["component"] for e in findings}
@@ -61,15 +62,15 @@ def test_run_with_demo_faults_exits_1_and_stores_the_contract(tmp_path: Path) ->
 
 
 def test_healthy_fleet_exits_0(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["certify", "run", "--seed", "seed-504", "--stages", "1,2",
+    res = runner.invoke(app, ["certify", "run", "--fleet", "seed-504", "--stages", "1,2",
                               "--db", f"sqlite:///{tmp_path}/r.db", "--out",
-                              str(tmp_path / "f.jsonl")])
+                              str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert "GPUs healthy: 504/504" in res.output
+    assert "GPUs clear of findings: 504/504" in res.output
 
 
 def test_bad_stage_and_unknown_probe_exit_2(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["certify", "run", "--seed", "seed-504", "--stages", "7",
+    res = runner.invoke(app, ["certify", "run", "--fleet", "seed-504", "--stages", "7",
                               "--db", f"sqlite:///{tmp_path}/r.db"])
     assert res.exit_code == 2
     res = runner.invoke(app, ["certify", "probe", "fft"])

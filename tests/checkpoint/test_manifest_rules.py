@@ -21,6 +21,7 @@ from rackscale.checkpoint.hashing import DEFAULT_ALGO, chunk_hashes, combine, di
 from rackscale.checkpoint.manifest import (
     MANIFEST_VERSION,
     ORDER,
+    TORCH_ITEMSIZE,
     CkptState,
     ItemEntry,
     Layout,
@@ -291,7 +292,8 @@ META_RULES = [
     ("torch attribute", 2, {"dtype": "load"}, "'load' is not a tensor dtype"),
     ("dtype not str", 1, {"dtype": 4}, "meta.dtype must be a dtype name"),
     ("unknown kind", 1, {"kind": "pickle"}, "meta.kind 'pickle' is unknown"),
-    ("negative dim", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
+    ("negative dims", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
+    ("minus one dim", 1, {"shape": [-1, -6]}, "meta.shape must be a list of sizes"),
     ("bool dim", 1, {"shape": [True, 6]}, "meta.shape must be a list of sizes"),
     ("shape not list", 1, {"shape": "6"}, "meta.shape must be a list of sizes"),
     ("no shape", 1, {"shape": None}, "meta.shape must be a list of sizes"),
@@ -316,6 +318,58 @@ def test_raw_bytes_have_no_shape_to_agree_with_and_scalars_have_one_element() ->
                           items=[item("x", b"\0" * 8, {"kind": "numpy", "dtype": "<i8",
                                                        "shape": []})], created_at=0)
     assert scalar.items[0].size == 8
+
+
+def test_the_checkpoint_hash_is_the_documented_canonical_json() -> None:
+    """Sorted keys, no spaces, non-ASCII escaped: another implementation can recompute it."""
+    m = Manifest.new(id="step-00000001", step=1, save_uuid="u", algo=ALGO, chunk_size=CS,
+                     items=[item("gewicht-\u00e4", b"abc", {"key": "gewicht-\u00e4"})],
+                     created_at=2.5)
+    it = m.items[0]
+    canonical = ('{"algo":"ALGO","chunk_size":4096,"created_at":2.5,"id":"step-00000001",'
+                 '"items":[{"chunks":["CHUNK"],"hash":"ITEM","meta":{"key":"gewicht-\\u00e4"},'
+                 '"name":"gewicht-\\u00e4","size":3}],"save_uuid":"u","step":1,"version":2}')
+    canonical = canonical.replace("ALGO", ALGO).replace("CHUNK", it.chunks[0]).replace(
+        "ITEM", it.hash)
+    assert m.hash == digest(canonical.encode(), ALGO)
+
+
+def test_empty_tensors_and_one_byte_chunks_are_valid() -> None:
+    m = Manifest.new(id="e", step=0, save_uuid="u", algo=ALGO, chunk_size=1,
+                     items=[item("z", b"", {"kind": "torch", "dtype": "float32",
+                                            "shape": [0, 5]})], created_at=0.0)
+    assert load(raw_of(m)).items[0].meta["shape"] == [0, 5]
+    ch = chunk_hashes(b"ab", 1, ALGO)
+    two = Manifest.new(id="b", step=0, save_uuid="u", algo=ALGO, chunk_size=1,
+                       items=[ItemEntry("b", 2, ch, combine(ch, ALGO), {})], created_at=0.0)
+    assert len(load(raw_of(two)).items[0].chunks) == 2
+
+
+def test_a_wrong_value_is_quoted_up_to_40_characters() -> None:
+    raw = raw_of(sample()) | {"save_uuid": int("7" * 50)}
+    with pytest.raises(ManifestInvalid) as err:
+        load(raw)
+    assert f"({'7' * 40!r})" in str(err.value)
+
+
+def test_torch_element_sizes_are_torch_s_own() -> None:
+    torch = pytest.importorskip("torch")
+    for name, size in TORCH_ITEMSIZE.items():
+        assert getattr(torch, name).itemsize == size, name
+
+
+def test_a_value_json_cannot_write_makes_a_manifest_unhashable() -> None:
+    raw = raw_of(sample())
+    text = json.dumps(raw).replace('"meta": {}', '"meta": {"scale": NaN}', 1)
+    with pytest.raises(ManifestInvalid, match=r"cannot be hashed \(Out of range float"):
+        Manifest.from_json(text)
+
+
+def test_a_latest_pointer_is_a_value() -> None:
+    import dataclasses
+    ptr = parse_latest(b'{"id": "a", "step": 1}')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ptr.step = 2  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

@@ -41,7 +41,8 @@ def dir_cfg(tmp: Path, **over) -> TiersConfig:
 def save(cfg: TiersConfig, *steps: int) -> Tiers:
     with CheckpointManager(cfg) as mgr:
         for step in steps:
-            assert mgr.save(step, {"blob": BLOB, "n": bytes([step])}).wait(30).errors == {}
+            state = {"blob": BLOB, "n": bytes([step]), "z": b""}  # z: an empty item
+            assert mgr.save(step, state).wait(30).errors == {}
     return Tiers(cfg)
 
 
@@ -185,9 +186,46 @@ def test_a_bad_chunk_is_served_by_the_next_tier_and_repaired(tmp_path: Path) -> 
     obj.write_bytes(bytes(raw))
     rep = Restorer(tiers).restore(ck(1))
     assert rep.bad_chunks == [{"tier": "us-east", "item": "blob", "chunk": 1}]
-    assert rep.served_by == {"local": 1, "us-east": 2, "us-west": 1}  # item n is still local
+    assert rep.served_by == {"local": 2, "us-east": 2, "us-west": 1}  # n and z still local
     assert rep.repaired == ["us-east:blob"] and rep.bad_sizes == []
     assert obj.read_bytes() == BLOB and tiers.local.path(key).read_bytes() == BLOB
+
+
+def test_a_bad_local_chunk_is_refetched_and_the_cache_repaired_in_place(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    path = tiers.local.path(tiers.layout.data(ck(1), "blob"))
+    raw = bytearray(path.read_bytes())
+    raw[7] ^= 0x10
+    path.write_bytes(bytes(raw))
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.bad_chunks == [{"tier": "local", "item": "blob", "chunk": 0}]
+    assert rep.repaired == ["local:blob#0"] and rep.manifest_from == "local"
+    assert rep.served_by == {"local": 4, "us-east": 1} and rep.tier == "local"
+    assert path.read_bytes() == BLOB and rep.bytes == len(BLOB) + 1
+
+
+def test_a_local_file_of_the_wrong_size_is_refilled(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    path = tiers.local.path(tiers.layout.data(ck(1), "blob"))
+    path.write_bytes(BLOB + b"tail")
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.served_by == {"local": 2, "us-east": 3} and rep.bad_chunks == []
+    assert path.read_bytes() == BLOB
+    assert not list(path.parent.glob(".*.partial"))
+
+
+def test_a_restore_report_carries_what_was_skipped(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    tiers.local.path(tiers.layout.manifest(ck(2))).write_bytes(b"{")
+    tiers.region.put(tiers.layout.latest, json.dumps({"id": ck(2), "step": 5}).encode())
+    rep = Restorer(tiers).restore("latest")
+    assert rep.id == ck(2) and rep.manifest_from == "us-east"
+    assert list(rep.bad_manifests) == ["local"] and len(rep.quarantined) == 1
+    assert rep.bad_latest == {"us-east": f"us-east: latest says step 5 but {ck(2)} is step 2"}
+    assert rep.served_by == {"us-east": 5} and rep.unreachable == {}
+    with pytest.raises(UnknownCheckpoint, match=r"unknown checkpoint 'step-00000404'.*"
+                                                r"known: step-00000001, step-00000002"):
+        Restorer(tiers).restore("step-00000404")
 
 
 @pytest.mark.parametrize("delta", [1, -1, CS])
@@ -200,7 +238,7 @@ def test_an_object_of_the_wrong_size_serves_nothing(tmp_path: Path, delta: int) 
     rep = Restorer(tiers).restore(ck(1))
     assert rep.bad_sizes == [{"tier": "us-east", "item": "blob", "size": len(BLOB) + delta,
                               "expected": len(BLOB)}]
-    assert rep.served_by == {"local": 1, "us-west": 3} and rep.bad_chunks == []
+    assert rep.served_by == {"local": 2, "us-west": 3} and rep.bad_chunks == []
     assert rep.repaired == ["us-east:blob"] and obj.read_bytes() == BLOB
 
 

@@ -45,29 +45,33 @@ def test_version() -> None:
 
 
 def test_fleet_show_json() -> None:
-    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-504", "--json"])
+    res = runner.invoke(app, ["fleet", "show", "--fleet", "seed-504", "--json"])
     assert res.exit_code == 0
     data = json.loads(res.output)
     assert data["headline_gpus"] == 504 and data["totals"]["compute_tray"] == 126
     assert data["peak_bf16_pflops"] == pytest.approx(504 * 4.0)
 
 
-def test_fleet_show_table_and_errors() -> None:
-    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-504"])
+def test_fleet_show_table_and_errors(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["fleet", "show", "--fleet", "seed-504"])
     assert res.exit_code == 0 and "headline GPUs: 504" in res.output
-    res = runner.invoke(app, ["fleet", "show", "--seed", "seed-9"])
-    assert res.exit_code == 2 and "valid seeds: seed-504" in res.output
-    res = runner.invoke(app, ["fleet", "show"])
-    assert res.exit_code == 2 and "give a fleet FILE or --seed" in res.output
+    res = runner.invoke(app, ["fleet", "show", "--fleet", "seed-9"])
+    assert res.exit_code == 2 and "built-in fleets: seed-504" in res.output
+    db = tmp_path / "none.db"
+    res = runner.invoke(app, ["fleet", "show", "--db", f"sqlite:///{db}"])
+    assert res.exit_code == 2 and "no fleet loaded" in res.output and "--fleet" in res.output
+    assert not db.exists()  # asking which fleet is loaded creates no database
 
 
 def test_fleet_path_and_affects() -> None:
+    fleet = ["--fleet", "seed-504"]
     res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c02/gpu1",
-                              "--json"])
+                              "--json", *fleet])
     assert json.loads(res.output)["fabric"] == "nvlink"
-    res = runner.invoke(app, ["fleet", "affects", "us-east/leaf-rail0-0", "--json"])
+    res = runner.invoke(app, ["fleet", "affects", "us-east/leaf-rail0-0", "--json", *fleet])
     assert json.loads(res.output)["count"] == 36
-    res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c01/gpu4"])
+    res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c01/gpu4",
+                              *fleet])
     assert res.exit_code == 2 and "unknown component id" in res.output
 
 

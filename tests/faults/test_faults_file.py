@@ -111,7 +111,7 @@ def test_coolant_flow_low_throttles_the_whole_rack(topo: Topology) -> None:
 def test_bad_faults_file_exits_2_from_the_cli(tmp_path) -> None:
     bad = tmp_path / "f.yaml"
     bad.write_text("faults:\n  - {target: us-east/r01/c01/gpu0, kind: slow_gpu}\n")
-    proc = subprocess.run([sys.executable, "-m", "rackscale", "certify", "run", "--seed",
+    proc = subprocess.run([sys.executable, "-m", "rackscale", "certify", "run", "--fleet",
                            "seed-504", "--faults", str(bad), "--db",
                            f"sqlite:///{tmp_path}/db.sqlite"], capture_output=True, text=True,
                           timeout=120, env=cli_env())
@@ -125,3 +125,23 @@ def test_bad_faults_file_exits_2_from_the_cli(tmp_path) -> None:
                           capture_output=True, text=True, timeout=120, env=cli_env())
     assert proc.returncode == 2, proc.stderr
     assert "unknown rack template 'nope'" in proc.stderr
+
+
+def test_flapping_fault_without_severity_loads_at_the_documented_default(topo: Topology) -> None:
+    # The form of the faults-file reference: no severity for the flapped kind.
+    ff = parse_faults("faults:\n  - {target: us-east/r03/c14/nic0, kind: flapping, "
+                      "of: bad_cable, duty: 0.3}\n", topo)
+    (fault,) = ff.faults
+    assert fault.severity == 0.5 and fault.effective_kind == "bad_cable"
+    # an on/off kind still flaps with no severity, and an explicit one is kept
+    assert parse_faults("faults:\n  - {target: us-east/r01/c01/gpu0, kind: flapping, of: sdc, "
+                        "duty: 0.5}\n", topo).faults[0].severity is None
+    assert parse_faults("faults:\n  - {target: us-east/r01/c01/nic0, kind: flapping, "
+                        "of: bad_cable, severity: 0.2, duty: 0.5}\n", topo).faults[0].severity \
+        == 0.2
+    # and the ladder finds it as what was written: a flapping bad cable
+    from rackscale.certify import Ladder, TwinBackend
+
+    run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=3))).run()
+    assert [(f.component, f.kind, f.evidence.get("of")) for f in run.findings] == [
+        ("us-east/r03/c14/nic0", "flapping", "bad_cable")]

@@ -76,8 +76,8 @@ def test_bad_spec_cli_exit_2_writes_nothing(case: str, tmp_path: Path) -> None:
     spec.write_text(BAD[case][0])
     db = tmp_path / "inv.db"
     runner = CliRunner()
-    for args in (["fleet", "validate", str(spec)],
-                 ["fleet", "load", str(spec), "--db", f"sqlite:///{db}"]):
+    for args in (["fleet", "validate", "--fleet", str(spec)],
+                 ["fleet", "load", "--fleet", str(spec), "--db", f"sqlite:///{db}"]):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, res.output
         assert f"{spec}:{BAD[case][1]}:" in res.output
@@ -96,7 +96,7 @@ def test_store_untouched_by_bad_spec_after_good_load(tmp_path: Path) -> None:
     good.write_text(GOOD)
     bad.write_text(BAD["unknown_template"][0])
     runner = CliRunner()
-    assert runner.invoke(app, ["fleet", "load", str(good), "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["fleet", "load", "--fleet", str(good), "--db", db]).exit_code == 0
     before = Store(db).counts_by_kind(), Store(db).count_events()
-    assert runner.invoke(app, ["fleet", "load", str(bad), "--db", db]).exit_code == 2
+    assert runner.invoke(app, ["fleet", "load", "--fleet", str(bad), "--db", db]).exit_code == 2
     assert (Store(db).counts_by_kind(), Store(db).count_events()) == before

@@ -19,7 +19,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     plant = str(tmp_path / "plant.json")
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
     res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
     assert res.exit_code == 0, res.output
     return db, plant

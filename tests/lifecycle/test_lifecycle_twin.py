@@ -192,7 +192,7 @@ def test_cli_run_with_faults_holds_the_sick_rack(tmp_path: Path,
     faults = tmp_path / "faults.yaml"
     faults.write_text("faults:\n  - {target: us-west/r03/cdu, kind: coolant_flow_low, "
                       "severity: 0.5}\n")
-    assert runner.invoke(app, ["fleet", "load", "--seed", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
     base = ["--db", db, "--plant", plant, "--faults", str(faults)]
     res = runner.invoke(app, ["lifecycle", "run", "--until-idle", "--period", "0", "--goal",
                               "burn_in", *base])

@@ -18,11 +18,12 @@ from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import Store
 
 runner = CliRunner()
+SEED = ["--fleet", "seed-504"]  # with no fleet loaded, simulate needs --fleet
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def test_run_json_says_simulated():
-    res = runner.invoke(app, ["simulate", "run", "--job-gpus", "288", "--days", "10",
+    res = runner.invoke(app, ["simulate", "run", *SEED, "--job-gpus", "288", "--days", "10",
                               "--trials", "20", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -33,13 +34,13 @@ def test_run_json_says_simulated():
 
 
 def test_run_table_output():
-    res = runner.invoke(app, ["simulate", "run", "--days", "5", "--trials", "10"])
+    res = runner.invoke(app, ["simulate", "run", *SEED, "--days", "5", "--trials", "10"])
     assert res.exit_code == 0, res.output
     assert "simulated" in res.output and "ETTR" in res.output and "goodput" in res.output
 
 
 def test_sweep_writes_csv_and_png(tmp_path):
-    res = runner.invoke(app, ["simulate", "sweep", "--param", "ckpt-interval", "--values",
+    res = runner.invoke(app, ["simulate", "sweep", *SEED, "--param", "ckpt-interval", "--values",
                               "10,30,90", "--days", "10", "--trials", "20", "--out",
                               str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
@@ -61,14 +62,14 @@ def test_sweep_writes_csv_and_png(tmp_path):
     (["--spare-trays", "18"], "spare-trays"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(args, message):
-    res = runner.invoke(app, ["simulate", "run", "--days", "1", "--trials", "2", *args])
+    res = runner.invoke(app, ["simulate", "run", *SEED, "--days", "1", "--trials", "2", *args])
     assert res.exit_code == 2, res.output
     assert message in res.output
 
 
 def test_bad_input_in_a_real_process():
-    proc = subprocess.run([sys.executable, "-m", "rackscale", "simulate", "run", "--job-gpus",
-                           "100000"], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-m", "rackscale", "simulate", "run", *SEED,
+                           "--job-gpus", "100000"], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert "larger" in proc.stderr or "needs" in proc.stderr
@@ -106,7 +107,7 @@ def test_demo_step_without_certification_uses_whole_fleet(tmp_path):
 
 
 def test_sweep_of_spare_domains_reports_optimum_and_young_daly(tmp_path):
-    res = runner.invoke(app, ["simulate", "sweep", "--param", "spare-domains", "--values",
+    res = runner.invoke(app, ["simulate", "sweep", *SEED, "--param", "spare-domains", "--values",
                               "0,1,3", "--job-gpus", "288", "--rate-scale", "5", "--days", "20",
                               "--trials", "30", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
@@ -119,11 +120,11 @@ def test_sweep_takes_the_options_run_takes(tmp_path):
     """docs/simulate.md: sweep takes the same options as run; they reach every point."""
     common = ["--days", "5", "--trials", "10", "--mfu", "0.5", "--straggler-slowdown", "2",
               "--straggler-detect", "10", "--repair-scale", "2", "--rack-repair", "6", "--json"]
-    res = runner.invoke(app, ["simulate", "sweep", "--param", "ckpt-interval", "--values",
+    res = runner.invoke(app, ["simulate", "sweep", *SEED, "--param", "ckpt-interval", "--values",
                               "30", "--out", str(tmp_path), *common])
     assert res.exit_code == 0, res.output
     point = json.loads(res.stdout)["points"][0]
-    single = json.loads(runner.invoke(app, ["simulate", "run", *common]).stdout)
+    single = json.loads(runner.invoke(app, ["simulate", "run", *SEED, *common]).stdout)
     assert point["goodput"]["program"] <= 0.5
     assert point["ettr"] == single["ettr"] and point["goodput"] == single["goodput"]
 
@@ -136,7 +137,7 @@ def test_sweep_takes_the_options_run_takes(tmp_path):
     (["--values", "ten"], "numbers separated by commas"),
 ])
 def test_bad_sweep_input_exits_2(tmp_path, args, message):
-    res = runner.invoke(app, ["simulate", "sweep", "--days", "1", "--trials", "2", "--out",
+    res = runner.invoke(app, ["simulate", "sweep", *SEED, "--days", "1", "--trials", "2", "--out",
                               str(tmp_path), *args])
     assert res.exit_code == 2, res.output
     assert message in res.output

@@ -117,12 +117,12 @@ def test_cli_load_reports_difference(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/inv.db"
     spec = tmp_path / "f.yaml"
     spec.write_text("name: f\nregions:\n  - name: x\n    racks: [{template: vr-nvl72, count: 1}]\n")
-    r = CliRunner().invoke(app, ["fleet", "load", str(spec), "--db", db])
+    r = CliRunner().invoke(app, ["fleet", "load", "--fleet", str(spec), "--db", db])
     assert r.exit_code == 0 and "+ rack x/r01" in r.output
-    r = CliRunner().invoke(app, ["fleet", "load", str(spec), "--db", db])
+    r = CliRunner().invoke(app, ["fleet", "load", "--fleet", str(spec), "--db", db])
     assert "no change" in r.output
     spec.write_text(spec.read_text().replace("count: 1", "count: 2"))
-    r = CliRunner().invoke(app, ["fleet", "load", str(spec), "--db", db, "--json"])
+    r = CliRunner().invoke(app, ["fleet", "load", "--fleet", str(spec), "--db", db, "--json"])
     assert r.exit_code == 0 and '"racks_added": [\n    "x/r02"\n  ]' in r.output
 
 

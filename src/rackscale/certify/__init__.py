@@ -18,7 +18,8 @@ _EXPORTS = {
     "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",
     "LadderConfig": "state", "LadderConfigError": "state", "THRESHOLDS": "verdict",
     "Baseline": "verdict", "Thresholds": "verdict", "fleet_baseline": "verdict",
-    "judge": "verdict",
+    "judge": "verdict", "STAGE_NAMES": "stages", "UnknownStage": "stages",
+    "parse_stages": "stages",
 }
 __all__ = sorted(_EXPORTS)
 

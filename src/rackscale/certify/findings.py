@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackscale.certify.stages import STAGE_NAMES
 from rackscale.durable import write_atomic
 from rackscale.store import NewEvent, Store
 
-STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
+__all__ = ["STAGE_NAMES", "ComponentResult", "Finding", "store_run", "write_jsonl"]
 
 
 @dataclass(slots=True, kw_only=True)

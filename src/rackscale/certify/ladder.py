@@ -23,7 +23,7 @@ from rackscale.certify.stage_gpu import run_stage_gpu
 from rackscale.certify.stage_nvlink import run_stage_domain, run_stage_tray
 from rackscale.certify.stage_scaleout import run_stage_multirack
 from rackscale.certify.state import LadderConfig, RunState
-from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
+from rackscale.fleet import COMPUTE_TRAY, NODE, HardwareModel, Topology
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
@@ -69,7 +69,10 @@ class CertifyRun:
             "tests_vs_allpairs": round(self.allpairs_tests / max(c.collective_tests, 1), 1),
             "campaign_s": round(c.now, 1), "campaign_batches": c.batches,
             "repeats": self.config.repeats, "gpus_total": self.gpus_total,
-            "gpus_healthy": self.gpus_healthy, "gpus_passed": self.gpus_passed,
+            # gpus_clear: outside every finding's blast radius (not the report's "healthy",
+            # which applies per-kind rules to powered GPUs); gpus_healthy is its old name
+            "gpus_clear": self.gpus_healthy, "gpus_healthy": self.gpus_healthy,
+            "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
             "fabric": self.fabric,
             "simulated" if self.backend == "twin" else "measured": True,
@@ -79,8 +82,11 @@ class CertifyRun:
 class Ladder:
     def __init__(self, topo: Topology, backend: Backend, config: LadderConfig | None = None,
                  *, registry: ProbeRegistry = PROBES, seed: int | None = None,
-                 faults_file: str | None = None) -> None:
+                 faults_file: str | None = None, hardware: HardwareModel | None = None) -> None:
         self.topo = topo
+        # What healthy hardware can do, link by link: from the SKU specs unless the runner
+        # states its own link rates (a lab's shaped links).
+        self.hardware = hardware if hardware is not None else HardwareModel(topo)
         self.backend = backend
         self.config = config or LadderConfig()
         self.registry = registry
@@ -92,6 +98,7 @@ class Ladder:
         cfg = self.config
         st = RunState(topo=self.topo, backend=self.backend, config=cfg,
                       campaign=Campaign(repeats=cfg.repeats, soak_s=cfg.soak_s),
+                      model=self.hardware,
                       registry=self.registry, progress=progress)
         for stage in cfg.stages:
             STAGE_FUNCS[stage](st)

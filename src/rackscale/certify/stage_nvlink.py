@@ -17,13 +17,6 @@ from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import THRESHOLDS, Baseline, judge
 
-NVLINK_SPEC_EFFICIENCY = 0.8  # spec floor: 80% of one-direction NVLink bandwidth per GPU
-
-
-def _nvlink_spec(st: RunState, groups: list[np.ndarray]) -> np.ndarray:
-    first = np.asarray([g[0] for g in groups])
-    return st.spec(first, "nvlink_gbps") / 2 * NVLINK_SPEC_EFFICIENCY
-
 
 def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     """Per-plane test of suspect domains; returns the domains whose switch trays explain it."""
@@ -79,10 +72,8 @@ def run_stage_tray(st: RunState) -> None:
     if not groups:
         return
     st.note(2, f"NVLink all-reduce on {len(groups)} trays")
-    spec = _nvlink_spec(st, groups)
     try:
-        j, _s = st.judge_groups("nvlink_allreduce", groups, spec_ref=spec,
-                                learn=True)
+        j, _s = st.judge_groups("nvlink_allreduce", groups, learn=True)
         dom = np.asarray([topo.gpu_domain[g[0]] for g in groups])
         suspects = []
         for d in np.unique(dom[j.failed]):
@@ -122,10 +113,8 @@ def run_stage_domain(st: RunState) -> None:
     for g in groups:
         st.ran[3][g] = True
     st.note(3, f"NVLink all-reduce on {len(groups)} domains")
-    spec = _nvlink_spec(st, groups)
     try:
-        j, s = st.judge_groups("nvlink_allreduce", groups, spec_ref=spec,
-                               learn=True)
+        j, s = st.judge_groups("nvlink_allreduce", groups, learn=True)
         failing = [(groups[i], st.outcome(j, int(i), s), None) for i in np.flatnonzero(j.failed)]
         leftover = _localize_members(st, failing, 3)
         explained = _check_planes(st, sorted(set(leftover)), 3)

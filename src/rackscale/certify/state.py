@@ -8,24 +8,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rackscale.certify import expect
 from rackscale.certify.campaign import Campaign, ProbeFailed, Sampled
 from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Outcome, Tester
 from rackscale.certify.measure import Backend, Groups, Scope
 from rackscale.certify.probes import PROBES, ProbeRegistry
-from rackscale.certify.verdict import (
-    THRESHOLDS,
-    Baseline,
-    Judgement,
-    fleet_baseline,
-    judge,
-    repeat_median,
-)
+from rackscale.certify.verdict import THRESHOLDS, Judgement, judge, repeat_median
 from rackscale.errors import UserError
-from rackscale.fleet import GPUS, Topology
+from rackscale.fleet import Fabric, HardwareModel, Topology
 
 DOWN_REL = 0.05  # a part at or below 5% of its reference is down/dead, not degraded
 STAGES = (1, 2, 3, 4)
+# The collective probes and the fabric each one exercises (NVLink on / off).
+PROBE_FABRIC: dict[str, Fabric] = {"nvlink_allreduce": "nvlink",
+                                   "scaleout_allreduce": "scaleout"}
+# Spec floors of all-reduce bus bandwidth as a share of nominal link rate, used where too few
+# groups exist to learn from: 80% of one-direction NVLink, 90% of NIC line rate.
+SPEC_EFFICIENCY: dict[Fabric, float] = {"nvlink": 0.8, "scaleout": 0.9}
 
 
 class LadderConfigError(UserError):
@@ -74,17 +74,19 @@ class RunState:
     backend: Backend
     config: LadderConfig
     campaign: Campaign
+    # The fleet's hardware model: SKUs and link rates every expectation is computed from.
+    model: HardwareModel
     registry: ProbeRegistry = PROBES
     findings: list[Finding] = field(default_factory=list)
     progress: Callable[[int, str], None] | None = None
     ok: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     ran: dict[int, np.ndarray] = field(default_factory=dict)
     passed: dict[int, np.ndarray] = field(default_factory=dict)
-    refs: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     warns: int = 0
     fabric: list[dict[str, object]] = field(default_factory=list)
+    # Link efficiencies learned per fabric by the top-level group tests (certify.expect).
+    learned: dict[Fabric, expect.LearnedLinks] = field(default_factory=dict)
     sku_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
-    sku_names: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.topo.gpu_ids)
@@ -92,9 +94,7 @@ class RunState:
         for s in STAGES:
             self.ran[s] = np.zeros(n, bool)
             self.passed[s] = np.zeros(n, bool)
-        self.sku_names = sorted(set(self.topo.gpu_sku))
-        self.sku_idx = np.asarray([self.sku_names.index(s) for s in self.topo.gpu_sku],
-                                  dtype=np.int16)
+        self.sku_idx = self.model.gpu_sku
 
     # ------------------------------------------------------------------ helpers
     def note(self, stage: int, msg: str) -> None:
@@ -102,8 +102,17 @@ class RunState:
             self.progress(stage, msg)
 
     def spec(self, gpus: np.ndarray, attr: str) -> np.ndarray:
-        table = np.asarray([getattr(GPUS[s], attr) for s in self.sku_names], dtype=float)
-        return table[self.sku_idx[gpus]]
+        return self.model.gpu_spec(attr, gpus)
+
+    def scope_of(self, gpus: np.ndarray) -> str:
+        """The smallest scope holding every GPU of a group: the component a shortfall that
+        no single part explains is blamed on (its rack, its region, else the fleet)."""
+        topo = self.topo
+        racks = np.unique(topo.gpu_rack[gpus])
+        if len(racks) == 1:
+            return topo.racks[int(racks[0])].id
+        regions = np.unique(topo.gpu_region[gpus])
+        return topo.regions[int(regions[0])] if len(regions) == 1 else topo.spec.name
 
     def sample(self, probe: str, scope: Scope, n: int) -> Sampled:
         return self.campaign.sample(self.registry.create(probe, self.backend), scope, n)
@@ -140,36 +149,32 @@ class RunState:
                      hard_fails=o.hard_fails)
 
     # ------------------------------------------------------------------ group tests
-    def group_keys(self, groups: list[np.ndarray]) -> np.ndarray:
-        """Baseline key (SKU index) of each group: its first GPU's (groups hold one SKU)."""
-        return np.asarray([self.sku_idx[g[0]] for g in groups], dtype=np.int64)
+    def expected(self, groups: list[np.ndarray], *, nvlink: bool) -> np.ndarray:
+        """Bus bandwidth each group should reach: the hardware model on the learned rates."""
+        g = Groups.of(groups)
+        return expect.expected(self.model, self.learned, g.flat, g.offsets, nvlink=nvlink,
+                               spec_eff=SPEC_EFFICIENCY).reference
 
-    def judge_groups(self, probe: str, groups: list[np.ndarray], *,
-                     spec_ref: np.ndarray | None, learn: bool,
+    def judge_groups(self, probe: str, groups: list[np.ndarray], *, learn: bool,
                      ) -> tuple[Judgement, Sampled]:
-        """Test each group once (with repeats) and judge it against its SKU's reference.
-        `learn` sets the probe's reference per SKU from these results (top-level tests);
-        otherwise the stored one."""
-        keys = self.group_keys(groups)
-        s = self.sample(probe, Scope(groups=Groups.of(groups),
-                                     size_bytes=self.config.message_bytes), len(groups))
-        med = repeat_median(s.samples, s.error_mask)
+        """Test each group once (with repeats) and judge it against what its own members and
+        links can do (certify.expect). `learn` first learns the fabric's link efficiencies
+        from these results (top-level tests); otherwise the stored ones stand."""
+        fabric = PROBE_FABRIC[probe]
+        g = Groups.of(groups)
+        s = self.sample(probe, Scope(groups=g, size_bytes=self.config.message_bytes),
+                        len(groups))
         if learn:
-            bl = fleet_baseline(med, keys, spec_ref=spec_ref)
-            store = self.refs.setdefault(probe, {})
-            for k in np.unique(keys):
-                i = int(np.flatnonzero(keys == k)[0])
-                store[int(k)] = (float(bl.reference[i]), float(bl.sigma_rel[i]))
-        else:
-            table = self.refs[probe]
-            ref = np.asarray([table[int(k)][0] for k in keys])
-            sig = np.asarray([table[int(k)][1] for k in keys])
-            bl = Baseline(ref, sig, "reference learned from this stage's group tests")
+            med = repeat_median(s.samples, s.error_mask)
+            self.learned[fabric] = expect.learn(
+                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric])
+        bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
+                             nvlink=fabric == "nvlink", spec_eff=SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, THRESHOLDS[probe]), s
 
     def tester(self, probe: str) -> Tester:
         def test(groups: list[np.ndarray]) -> list[Outcome]:
-            j, s = self.judge_groups(probe, groups, spec_ref=None, learn=False)
+            j, s = self.judge_groups(probe, groups, learn=False)
             return [self.outcome(j, i, s) for i in range(len(groups))]
         return test
 

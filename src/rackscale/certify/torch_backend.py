@@ -20,12 +20,23 @@ from typing import Any
 import numpy as np
 
 from rackscale.certify.measure import BackendName, Groups, Timed
+from rackscale.errors import UserError
 
 NVLINK_OFF_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
 
 
+class TorchMissing(UserError):
+    pass
+
+
 def _torch() -> Any:
-    import torch
+    try:
+        import torch
+    except ImportError:  # the core install leaves PyTorch out: name the extra that adds it
+        raise TorchMissing(
+            "the real backend measures with PyTorch, which is not installed; install the "
+            "extra: pip install 'rackscale[torch]' (or run the probe on the digital twin: "
+            "--backend twin)") from None
     return torch
 
 

@@ -6,8 +6,8 @@ keys (`access_key_env`, `secret_key_env`); inline keys are accepted only from a 
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rackscale.checkpoint.errors import ConfigError
 from rackscale.checkpoint.hashing import DEFAULT_ALGO
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore
+from rackscale.inputs import load_json, load_yaml_data, read_text
 
 MiB = 1 << 20
 
@@ -23,7 +24,7 @@ MiB = 1 << 20
 class StoreSpec(BaseModel):
     """One object store: `kind: dir` (a directory) or `kind: s3` (an endpoint and bucket)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: Literal["dir", "s3"]
     path: str | None = None
@@ -73,7 +74,7 @@ class Retention(BaseModel):
 
 
 class TiersConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     local_dir: str = Field(min_length=1)
     region: StoreSpec
     replicas: list[StoreSpec] = Field(default_factory=list)
@@ -116,23 +117,37 @@ def load_config(path: str | os.PathLike[str]) -> TiersConfig:
     if not p.exists():
         raise ConfigError(f"tiers config {p} does not exist; write one (docs/checkpoint.md) or "
                           f"omit --config to use the local-directory default")
-    text = p.read_text()
+    # Size cap, text only, YAML alias and depth budgets: the same reader as every spec file.
+    text = read_text(p, "tiers config", error=ConfigError)
     if p.suffix == ".json":
-        data = json.loads(text)
+        data = load_json(text, str(p), error=ConfigError)
     else:
-        import yaml
-        data = yaml.safe_load(text)
+        data = load_yaml_data(text, str(p), error=ConfigError)
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{p}: a tiers config is a mapping of keys (local_dir, region, ...), "
+                          "not a list or a single value (see docs/checkpoint.md)")
     return parse_config(data or {}, str(p))
 
 
-def default_config(data_dir: str | os.PathLike[str]) -> TiersConfig:
-    """The embedded default: every tier is a directory under the data dir (two 'regions')."""
+DEFAULT_REGIONS = ("us-east", "us-west")
+
+
+def default_config(data_dir: str | os.PathLike[str],
+                   regions: Sequence[str] = DEFAULT_REGIONS) -> TiersConfig:
+    """The embedded default: every tier is a directory under the data dir. The region tier is
+    the first of `regions` (the CLI passes the loaded fleet's regions), the others are its
+    replicas; without a fleet, the seed fleet's two regions."""
+    regions = list(regions) or list(DEFAULT_REGIONS)
+    if "local" in regions:
+        raise ConfigError("a fleet region named 'local' clashes with the local tier; write a "
+                          "tiers config (docs/checkpoint.md) and pass it with --config")
     root = Path(data_dir) / "checkpoints"
+    archive = "archive" if "archive" not in regions else "archive-tier"
     return TiersConfig(
         local_dir=str(root / "local"),
-        region=StoreSpec(name="us-east", kind="dir", path=str(root / "us-east")),
-        replicas=[StoreSpec(name="us-west", kind="dir", path=str(root / "us-west"))],
-        archive=StoreSpec(name="archive", kind="dir", path=str(root / "archive")),
+        region=StoreSpec(name=regions[0], kind="dir", path=str(root / regions[0])),
+        replicas=[StoreSpec(name=r, kind="dir", path=str(root / r)) for r in regions[1:]],
+        archive=StoreSpec(name=archive, kind="dir", path=str(root / archive)),
         chunk_size=1 * MiB, part_size=4 * MiB,
         retention=Retention(keep_local=2, keep_region=4, archive_every=2, keep_archived=4),
     )

@@ -31,7 +31,7 @@ def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -
         say(f"saved {r.id}: stall {r.stall_s * 1e3:.1f} ms, {r.total_bytes / 2**20:.1f} MiB, "
             f"{cfg.hash_algo} {r.hash[:16]}; {path}  (measured)")
     tiers = Tiers(cfg)
-    shutil.rmtree(tiers.local.root)  # a fresh node: nothing cached
+    shutil.rmtree(tiers.local.root, ignore_errors=True)  # a fresh node: nothing cached
     got, rep = Restorer(Tiers(cfg)).load_state("latest")
     ok = np.array_equal(got["model.weight"], state["model.weight"])
     say(f"restored {rep.id} from a cold cache: served by {rep.tier}, hashes verified "

@@ -99,12 +99,18 @@ class LocalDirStore:
         self.root = Path(root)
         self.name = name
         self.sync = sync
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Made on first write (every write path creates its parents): listing or reading an
+        # empty tier creates nothing.
 
     def describe(self) -> str:
         return f"dir:{self.root}"
 
     def check(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise CheckpointError(f"store {self.name!r}: cannot create directory {self.root} "
+                                  f"({err.strerror}); choose another path") from None
         if not os.access(self.root, os.W_OK):
             raise CheckpointError(f"store {self.name!r}: directory {self.root} is not writable; "
                                   f"fix its permissions or choose another path")

@@ -31,8 +31,8 @@ class Tiers:
         self.region = given.get(cfg.region.name) or cfg.region.build()
         self.replicas = [given.get(r.name) or r.build() for r in cfg.replicas]
         self.archive = (given.get(cfg.archive.name) or cfg.archive.build()) if cfg.archive else None
-        for d in ("catalog", "journal", "leases"):
-            (self.root / d).mkdir(parents=True, exist_ok=True)
+        # The catalog, journal and lease directories are made on first write, not here: a
+        # read-only command (`checkpoint ls`) must leave the disk as it found it.
         self._lock = threading.Lock()
 
     @property
@@ -96,8 +96,10 @@ class Tiers:
             self.journal_path(ckpt_id).unlink()
 
     # --- leases: a shared flock while saving/restoring; retention needs it exclusively -------
-    def lease_path(self, ckpt_id: str) -> Path:
-        return self.root / "leases" / f"{ckpt_id}.lock"
+    def lease_path(self, ckpt_id: str, suffix: str = ".lock") -> Path:
+        leases = self.root / "leases"
+        leases.mkdir(parents=True, exist_ok=True)
+        return leases / f"{ckpt_id}{suffix}"
 
     @contextlib.contextmanager
     def lease(self, ckpt_id: str) -> Iterator[None]:
@@ -111,7 +113,7 @@ class Tiers:
 
     @contextlib.contextmanager
     def fill_lock(self, ckpt_id: str) -> Iterator[None]:
-        fd = os.open(self.root / "leases" / f"{ckpt_id}.fill", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.lease_path(ckpt_id, ".fill"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
+from typer._click.exceptions import UsageError  # typer vendors click; no public alias
 from typer.core import TyperGroup
 
 from rackscale.errors import UserError
@@ -17,28 +23,130 @@ console = Console()
 err_console = Console(stderr=True)
 
 DbOption = typer.Option(
-    None, "--db", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
+    None, "--db", metavar="URL", help="Database URL (default: $RACKSCALE_DB or sqlite:///rackscale-data/"
     "rackscale.db; PostgreSQL: postgresql+psycopg://user@host/db).", show_default=False,
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+# The option names every command shares are listed, one concept per name, in docs/cli.md
+# (tests/cli/test_option_names.py holds every command to that table).
+FleetOption = typer.Option(
+    None, "--fleet", metavar="SPEC", show_default=False,
+    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504). Default: the "
+    "fleet loaded in the store (--db).")
+
+
+def seed_option(default: int, what: str) -> Any:
+    """`--seed N`: the random seed of `what` (same seed, same run)."""
+    return typer.Option(default, "--seed", min=0, help=f"Random seed of {what} (same seed, "
+                        "same result).")
+
+
+def out_dir_option(default: str, what: str) -> Any:
+    """`--out DIR`: the directory a command writes its files into (created when missing)."""
+    return typer.Option(default, "--out", metavar="DIR", help=f"Directory to write {what} "
+                        "into (created when missing).")
+
+
+def json_safe(obj: Any) -> Any:
+    """`obj` with every NaN/inf float replaced by None: JSON has no NaN, and a consumer's
+    parser (jq, JavaScript, Go) rejects the bare `NaN` that Python writes by default."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def emit_json(obj: Any) -> None:
-    """JSON on stdout, never through Rich (which would wrap lines and add markup)."""
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    """JSON on stdout, never through Rich (which would wrap lines and add markup); always
+    valid JSON (no NaN)."""
+    text = json.dumps(json_safe(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
+def plain(text: object) -> Text:
+    """User text (names, reasons, ids) as a Rich cell or line that is never read as markup:
+    a drain reason `[/]` or a name `[bold]` prints as written."""
+    return Text(str(text))
+
+
+def say(text: object, *, style: str | None = None) -> None:
+    """Print user text on the console with markup and highlighting off."""
+    console.print(str(text), markup=False, highlight=False, style=style, soft_wrap=True)
+
+
+def error_json(message: str, code: int, kind: str = "error") -> None:
+    """The error object `--json` callers get on stdout (with the same exit code)."""
+    emit_json({"error": {"kind": kind, "message": message, "exit_code": code}})
+
+
+def _wants_json(ctx: Any) -> bool:
+    args = [*getattr(ctx, "protected_args", []), *ctx.args]
+    return "--json" in args
+
+
 class RackscaleGroup(TyperGroup):
-    """Root command group: a UserError anywhere below becomes a message and exit code 2."""
+    """Root command group: a UserError anywhere below becomes a message and exit code 2.
+    With `--json`, the message is also a JSON object on stdout, so a script always parses."""
 
     def invoke(self, ctx: Any) -> Any:
+        as_json = _wants_json(ctx)
         try:
             return super().invoke(ctx)
         except UserError as err:
+            if as_json:
+                error_json(str(err), err.exit_code, type(err).__name__)
             err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
                               soft_wrap=True)
             raise typer.Exit(err.exit_code) from None
+        except UsageError as err:
+            if as_json:
+                error_json(err.format_message(), err.exit_code, "usage")
+            raise
+
+
+def check_out_file(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """`path` can be written as a file: not a directory, its folder creatable and writable.
+    Checked before a command does any work, so a bad --out wastes nothing."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{option} {p}: is a directory; give a file path (e.g. {p}/out.json)")
+    _check_writable_dir(p.parent if str(p.parent) else Path("."), option, p)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UserError(f"{option} {p}: the file is not writable; fix its permissions or "
+                        "give another path")
+    return p
+
+
+def check_out_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """`path` can hold output files: a directory (or creatable as one) that is writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{option} {p}: is a file; give a directory")
+    _check_writable_dir(p, option, p)
+    return p
+
+
+def _check_writable_dir(d: Path, option: str, target: Path) -> None:
+    probe = d
+    while not probe.exists():  # the nearest existing ancestor decides whether mkdir works
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UserError(f"{option} {target}: {probe} is a file, so no directory can be made "
+                        "there; give another path")
+    try:
+        # A real (anonymous, at once removed) file, not os.access: root passes every access
+        # check, but not a read-only mount or /proc.
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        raise UserError(f"{option} {target}: cannot write in {probe} ({err.strerror}); give a "
+                        "path you can write to") from None
 
 
 def noun(help_text: str) -> typer.Typer:

@@ -25,19 +25,32 @@ from rackscale.checkpoint import (
     load_config,
 )
 from rackscale.checkpoint.errors import CheckpointError, StoreAuthError, StoreUnreachable
-from rackscale.cli._common import JsonOption, console, emit_json, err_console, noun
-from rackscale.store import DEFAULT_DATA_DIR
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli.fleet import existing_store
+from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
 
 app = noun("Tiered checkpoints: local NVMe, region S3, other regions, archive.")
-ConfigOption = typer.Option(None, "--config", help="Tiers config (YAML/JSON); default: "
-                            "directories under ./rackscale-data/checkpoints.")
+ConfigOption = typer.Option(None, "--config", metavar="FILE", help="Tiers config (YAML/JSON); "
+                            "default: directories under ./rackscale-data/checkpoints, one per "
+                            "region of the fleet loaded in --db.")
 
 
-def _cfg(config: Path | None) -> TiersConfig:
-    return load_config(config) if config else default_config(DEFAULT_DATA_DIR)
+CkptArg = typer.Argument("latest", metavar="CKPT", help="Checkpoint id, or latest.")
+
+
+def _cfg(config: Path | None, db: str | None) -> TiersConfig:
+    """--config, else the directory default with one tier per region of the fleet loaded in
+    --db (the seed fleet's two regions when none is loaded)."""
+    if config:
+        return load_config(config)
+    store = existing_store(db)
+    spec = loaded_spec(store) if store is not None else None
+    if spec is None:
+        return default_config(DEFAULT_DATA_DIR)
+    return default_config(DEFAULT_DATA_DIR, [r.name for r in spec.regions])
 
 
 def _fmt_t(t: float | None) -> str:
@@ -108,13 +121,14 @@ def _warn_problems(r: Restorer, ckpt_id: str | None = None) -> None:
 
 
 @app.command("ls")
-def ls(config: Path | None = ConfigOption, json_out: bool = JsonOption) -> None:
+def ls(config: Path | None = ConfigOption, db: str | None = DbOption,
+       json_out: bool = JsonOption) -> None:
     """List committed checkpoints, their state, RPO and which tiers hold them.
 
     Exit code 2 if a tier could not be reached (the table shows what the others hold),
     1 if a manifest is damaged.
     """
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     notes: list[str] = []
     rows = _rows(tiers, r, notes)
@@ -143,10 +157,10 @@ def ls(config: Path | None = ConfigOption, json_out: bool = JsonOption) -> None:
 
 
 @app.command("show")
-def show(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
-         json_out: bool = JsonOption) -> None:
+def show(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
+         db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """One checkpoint: manifest, items, per-chunk hashes, state times, tiers."""
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
     m, src, _ = r.manifest(ckpt_id)
@@ -180,16 +194,16 @@ _FAILED = {"missing", "corrupt", "bad-manifest", "differs", "unreachable"}
 
 
 @app.command("verify")
-def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
+def verify(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
            tier: str | None = typer.Option(None, "--tier", help="Only this tier."),
-           json_out: bool = JsonOption) -> None:
+           db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Check each tier's copy: its manifest, every object's size, every chunk (changes nothing).
 
     Exit code 1 unless every tier that holds a manifest verified and at least one did: a
     missing object, a bad chunk or size, a damaged manifest, a tier holding another save or
     a tier that could not be reached all fail (with --tier, so does a tier without a copy).
     """
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     ckpt_id = r.resolve_id(ckpt_id)
     results = [r.verify(ckpt_id, s) for s in ([tiers.store(tier)] if tier else tiers.all)]
@@ -212,11 +226,13 @@ def verify(ckpt_id: str = typer.Argument("latest"), config: Path | None = Config
 
 
 @app.command("restore")
-def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = ConfigOption,
-            out: Path | None = typer.Option(None, "--out", help="Also copy the files here."),
-            json_out: bool = JsonOption) -> None:
+def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
+            out: Path | None = typer.Option(None, "--out", metavar="DIR", help="Directory to "
+                                            "copy the restored files into (created when "
+                                            "missing)."),
+            db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Read-through restore into the local cache (local, region, other regions, archive)."""
-    tiers = Tiers(_cfg(config))
+    tiers = Tiers(_cfg(config, db))
     probe = Restorer(tiers)
     ckpt_id = probe.resolve_id(ckpt_id)
     total = probe.manifest(ckpt_id)[0].total_bytes
@@ -257,9 +273,9 @@ def restore(ckpt_id: str = typer.Argument("latest"), config: Path | None = Confi
 @app.command("gc")
 def gc_cmd(config: Path | None = ConfigOption,
            dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
-           json_out: bool = JsonOption) -> None:
+           db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Apply retention: last k local, n per region, every m-th archived; skip leased ones."""
-    rep = gc(Tiers(_cfg(config)), dry_run=dry_run)
+    rep = gc(Tiers(_cfg(config, db)), dry_run=dry_run)
     if json_out:
         emit_json(rep.as_dict())
         return

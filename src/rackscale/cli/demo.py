@@ -8,21 +8,22 @@ or in the store.
 
 from __future__ import annotations
 
+import fcntl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from rackscale.cli._common import DbOption, console
+from rackscale.cli._common import DbOption, console, err_console, seed_option
 from rackscale.cli.certify import step_certify
 from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
 from rackscale.cli.lifecycle import step_onboarding, step_triage
 from rackscale.cli.report import step_report
 from rackscale.cli.simulate import step_simulate
+from rackscale.errors import UserError
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
 
@@ -61,16 +62,49 @@ STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
 ]
 
 
+# A second demo in the same directory waits this long for the first (a demo takes well under a
+# minute) before it gives up with a message.
+DEMO_LOCK_WAIT_S = 600.0
+
+
+@contextmanager
+def _one_demo_at_a_time(data_dir: Path, wait_s: float = DEMO_LOCK_WAIT_S) -> Iterator[None]:
+    """Demos in one directory share its database, plant file and checkpoint tiers; they run
+    one after the other (an flock, released by the kernel even on kill -9)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / ".demo.lock", "a+") as fh:
+        deadline = time.monotonic() + wait_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UserError(f"another `rackscale demo` has held {data_dir} for over "
+                                    f"{wait_s:g} s; wait for it to finish or stop it") from None
+                if not told:
+                    err_console.print(f"another `rackscale demo` is running in {data_dir}; "
+                                      "waiting for it to finish", highlight=False)
+                    told = True
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def demo(
     db: str | None = DbOption,
-    seed: int = typer.Option(7, "--seed", help="Random seed of the digital twin."),
+    seed: int = seed_option(7, "the digital twin, the checkpoint data and the simulation"),
 ) -> None:
     """Run the main job on the seed fleet, on the embedded defaults."""
     t0 = time.perf_counter()
-    ctx = DemoContext(topo=Topology.build(seed_fleet("seed-504")), store=Store(db), seed=seed,
-                      data_dir=Path(DEFAULT_DATA_DIR))
-    ctx.data_dir.mkdir(parents=True, exist_ok=True)
-    for n, (_name, title, step) in enumerate(STEPS, 1):
-        console.rule(f"[bold]{n}. {title}")
-        step(ctx)
+    data_dir = Path(DEFAULT_DATA_DIR)
+    with _one_demo_at_a_time(data_dir):
+        ctx = DemoContext(topo=Topology.build(seed_fleet("seed-504")), store=Store(db),
+                          seed=seed, data_dir=data_dir)
+        for n, (_name, title, step) in enumerate(STEPS, 1):
+            console.rule(f"[bold]{n}. {title}")
+            step(ctx)
     console.print(f"\ndemo finished in {time.perf_counter() - t0:.1f} s (seed {seed})")

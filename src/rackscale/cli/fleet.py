@@ -2,53 +2,81 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import DbOption, FleetOption, JsonOption, console, emit_json, noun
 from rackscale.errors import UserError
-from rackscale.fleet import FleetSpec, Topology, load_fleet, seed_fleet
-from rackscale.store import Store, load_topology
+from rackscale.fleet import SEEDS, FleetSpec, Topology, load_fleet, seed_fleet
+from rackscale.store import Store, default_db_url, load_topology, loaded_spec
 
 app = noun("The fleet model: specs, inventory, topology queries.")
 
-SeedOption = typer.Option(None, "--seed", help="Use a built-in fleet instead of a file "
-                          "(seed-504: 7 vr-nvl72 racks in two regions).")
+
+class NoFleet(UserError):
+    pass
 
 
-def resolve_spec(file: str | None, seed: str | None, *,
-                 default_seed: str | None = None) -> FleetSpec:
-    """The spec named by a FILE argument or --seed NAME (exactly one of them); with neither,
-    the built-in `default_seed` when the command has one."""
-    if file and seed:
-        raise UserError("give a fleet FILE or --seed NAME, not both")
-    seed = seed or (None if file else default_seed)
-    if seed:
-        return seed_fleet(seed)
-    if file:
-        return load_fleet(file)
-    raise UserError("give a fleet FILE or --seed NAME (e.g. --seed seed-504)")
+def spec_of(value: str) -> FleetSpec:
+    """The fleet a `--fleet` value names: a spec file, else a built-in fleet."""
+    path = Path(value)
+    if path.exists() or path.suffix in (".yaml", ".yml", ".json") or "/" in value:
+        return load_fleet(value)  # a path: its errors name the file
+    if value in SEEDS:
+        return seed_fleet(value)
+    raise NoFleet(f"--fleet {value!r}: no such file, and no built-in fleet of that name; "
+                  f"built-in fleets: {', '.join(sorted(SEEDS))}")
+
+
+def existing_store(db: str | None) -> Store | None:
+    """The store at `db` opened read-only, or None when it is a SQLite file that does not
+    exist yet: asking which fleet is loaded must not create or change a database."""
+    url = db or default_db_url()
+    if url.startswith("sqlite:///") and ":memory:" not in url and \
+            not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    return Store(url, readonly=True)
+
+
+def resolve_spec(fleet: str | None, db: str | None) -> FleetSpec:
+    """The fleet a command works on: `--fleet` (file or built-in name), else the fleet loaded
+    in the store."""
+    if fleet is not None:
+        return spec_of(fleet)
+    store = existing_store(db)
+    spec = loaded_spec(store) if store is not None else None
+    if spec is None:
+        where = store.safe_url if store is not None else (db or default_db_url())
+        raise NoFleet(f"no --fleet given and no fleet loaded in {where}; give --fleet FILE "
+                      "or --fleet seed-504, or load one: rackscale fleet load --fleet FILE")
+    return spec
 
 
 @app.command()
-def validate(file: str = typer.Argument(..., help="Fleet spec YAML.")) -> None:
+def validate(
+    fleet: str = typer.Option(..., "--fleet", metavar="SPEC", help="Fleet spec YAML file "
+                              "(or a built-in fleet name) to check."),
+) -> None:
     """Check a fleet spec; exit 2 with file, line, field and fix when it is invalid."""
-    spec = load_fleet(file)
+    spec = spec_of(fleet)
     topo = Topology.build(spec)
-    console.print(f"[green]ok[/] {file}: fleet {spec.name}, {len(topo.regions)} regions, "
+    console.print(f"[green]ok[/] {escape(fleet)}: fleet {spec.name}, {len(topo.regions)} regions, "
                   f"{len(topo.racks)} racks, {len(topo.gpu_ids)} GPUs")
 
 
 @app.command()
 def show(
-    file: str | None = typer.Argument(None, help="Fleet spec YAML."),
-    seed: str | None = SeedOption,
+    fleet: str | None = FleetOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Counts per region, rack template and kind; headline GPU count; peak PFLOPS."""
-    topo = Topology.build(resolve_spec(file, seed))
+    """Counts per region, rack template and kind; headline GPU count; peak PFLOPS (of the
+    loaded fleet unless --fleet names one)."""
+    topo = Topology.build(resolve_spec(fleet, db))
     summary = topo.summary()
     if as_json:
         emit_json(summary)
@@ -77,20 +105,23 @@ def print_summary(summary: dict) -> None:
 
 @app.command()
 def load(
-    file: str | None = typer.Argument(None, help="Fleet spec YAML."),
-    seed: str | None = SeedOption,
+    fleet: str = typer.Option(..., "--fleet", metavar="SPEC", help="Fleet spec YAML file, or "
+                              "the name of a built-in fleet (seed-504)."),
     db: str | None = DbOption,
+    replace: bool = typer.Option(False, "--replace", help="Replace another fleet the store "
+                                 "already holds (its components are deleted, its events kept)."),
     as_json: bool = JsonOption,
 ) -> None:
-    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed."""
-    spec = resolve_spec(file, seed)  # validation first: nothing is written on a bad spec
+    """Load a fleet into the inventory. Idempotent; a changed spec prints what changed. A store
+    that holds another fleet is refused unless --replace."""
+    spec = spec_of(fleet)  # validation first: nothing is written on a bad spec
     topo = Topology.build(spec)
     store = Store(db)
     with Progress(TextColumn("loading inventory"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("load", total=None)
-        result = load_topology(store, topo, reason=f"fleet load {file or seed}",
+        result = load_topology(store, topo, reason=f"fleet load {fleet}", replace=replace,
                                progress=lambda d, t: bar.update(task, completed=d, total=t))
     if as_json:
         emit_json(result.as_dict() | {"db": store.safe_url})
@@ -109,14 +140,14 @@ def load(
 
 @app.command()
 def path(
-    a: str = typer.Argument(..., help="GPU id, e.g. us-east/r01/c01/gpu0"),
-    b: str = typer.Argument(..., help="GPU id"),
-    file: str | None = typer.Option(None, "--fleet", help="Fleet spec YAML (default: seed)."),
-    seed: str | None = SeedOption,
+    a: str = typer.Argument(..., metavar="GPU", help="GPU id, e.g. us-east/r01/c01/gpu0"),
+    b: str = typer.Argument(..., metavar="GPU", help="GPU id"),
+    fleet: str | None = FleetOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """The route between two GPUs: NVLink inside a domain, else nic-leaf-spine-leaf-nic."""
-    topo = Topology.build(resolve_spec(file, seed, default_seed="seed-504"))
+    topo = Topology.build(resolve_spec(fleet, db))
     p = topo.path(a, b)
     if as_json:
         emit_json({"a": p.a, "b": p.b, "fabric": p.fabric, "hops": [list(h) for h in p.hops]})
@@ -126,13 +157,14 @@ def path(
 
 @app.command()
 def affects(
-    component: str = typer.Argument(..., help="Component id (switch, NIC, leaf, CDU, ...)."),
-    file: str | None = typer.Option(None, "--fleet", help="Fleet spec YAML (default: seed)."),
-    seed: str | None = SeedOption,
+    component: str = typer.Argument(..., metavar="ID",
+                                    help="Component id (switch, NIC, leaf, CDU, ...)."),
+    fleet: str | None = FleetOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """The GPUs a fault of COMPONENT touches (its blast radius)."""
-    topo = Topology.build(resolve_spec(file, seed, default_seed="seed-504"))
+    topo = Topology.build(resolve_spec(fleet, db))
     gpus = topo.affected_gpu_ids(component)
     if as_json:
         emit_json({"component": component, "gpus": gpus, "count": len(gpus)})

@@ -14,10 +14,20 @@ import typer
 from rich.table import Table
 from sqlalchemy import select
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    console,
+    emit_json,
+    err_console,
+    noun,
+    plain,
+    seed_option,
+)
+from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
-from rackscale.fleet import FleetSpec, Topology
+from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     Controller,
     CoolingDriver,
@@ -40,7 +50,7 @@ from rackscale.lifecycle import (
     transition,
 )
 from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
-from rackscale.store import DEFAULT_DATA_DIR, FleetRow, Store
+from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
 
 if TYPE_CHECKING:
     from rackscale.cli.demo import DemoContext
@@ -48,28 +58,27 @@ if TYPE_CHECKING:
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
 PlantOption = typer.Option(
-    None, "--plant", help="Simulated plant state file (default: rackscale-data/"
+    None, "--plant", metavar="FILE", help="Simulated plant state file (default: rackscale-data/"
     "lifecycle-plant.json next to the default database).", show_default=False)
-RedfishOption = typer.Option(None, "--redfish", help="Redfish base URL: power through real BMCs.")
-SlurmOption = typer.Option(None, "--slurm-conf", help="slurm.conf: drain/resume in real Slurm.")
+RedfishOption = typer.Option(
+    None, "--redfish", metavar="URL", help="Redfish base URL: power through real BMCs. "
+    "Credentials come from $RACKSCALE_BMC_CREDENTIALS (a file holding user:password) or "
+    "$RACKSCALE_BMC_USER and $RACKSCALE_BMC_PASSWORD, never from the URL.", show_default=False)
+SlurmOption = typer.Option(None, "--slurm-conf", metavar="FILE",
+                           help="slurm.conf: drain/resume in real Slurm.")
 FaultsOption = typer.Option(
-    None, "--faults", help="Faults file (certify's format; `demo` = the shipped one): CDU "
-    "telemetry comes from the digital twin with these faults (coolant_flow_low, flapping) "
-    "instead of the simulated plant. Simulated figures either way.", show_default=False)
-TwinSeedOption = typer.Option(7, "--twin-seed", help="Random seed of the digital twin.")
-
-
-class NoFleet(UserError):
-    pass
+    None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
+    "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
+    "flapping) instead of the simulated plant. Simulated figures either way.", show_default=False)
+TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
 
 def fleet_topology(store: Store) -> Topology:
-    with store.session() as s:
-        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
-    if row is None:
-        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --seed "
-                      "seed-504` first")
-    return Topology.build(FleetSpec.model_validate(row.spec))
+    spec = loaded_spec(store)
+    if spec is None:
+        raise NoFleet(f"no fleet loaded in {store.safe_url}; run `rackscale fleet load --fleet "
+                      "seed-504` (or --fleet FILE) first")
+    return Topology.build(spec)
 
 
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
@@ -101,7 +110,7 @@ def status(
     as_json: bool = JsonOption,
 ) -> None:
     """Racks and trays per state; with --rack, that rack's trays."""
-    store = Store(db)
+    store = Store(db, readonly=True)  # inspection: creates no database, directory or table
     ledger.open_store(store)
     if rack is not None:
         row = state_of(store, rack)
@@ -121,7 +130,7 @@ def status(
                       f"{row.fault_tier})")
         table = Table("tray", "state", "fault tier")
         for t, st, ft in trays:
-            table.add_row(t, st, str(ft))
+            table.add_row(plain(t), st, str(ft))
         console.print(table)
         return
     c = counts(store)
@@ -214,7 +223,7 @@ def history_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Every lifecycle event of ID: transitions, interlock actions, Slurm drains."""
-    events = history(Store(db), cid)
+    events = history(Store(db, readonly=True), cid)
     if as_json:
         emit_json(events)
         return
@@ -223,17 +232,20 @@ def history_cmd(
         p = e["payload"]
         change = (f"{p.get('from')} -> {p.get('to')}" if e["kind"] == "lifecycle.transition"
                   else f"{p.get('rule', '')} {p.get('action', '')}".strip())
-        table.add_row(str(e["seq"]), e["time"][:19], e["kind"], change, e["actor"], e["reason"])
+        # Actor and reason are operator text: a reason `[/]` is printed, not read as markup.
+        table.add_row(str(e["seq"]), e["time"][:19], plain(e["kind"]), plain(change),
+                      plain(e["actor"]), plain(e["reason"]))
     console.print(table)
 
 
 @app.command()
 def run(
     once: bool = typer.Option(False, "--once", help="One reconcile pass, then exit."),
-    passes: int | None = typer.Option(None, "--passes", help="Stop after N passes."),
+    passes: int | None = typer.Option(None, "--passes", min=1, help="Stop after N passes."),
     until_idle: bool = typer.Option(False, "--until-idle", help="Stop after the first pass "
                                     "that changes nothing."),
-    period: float = typer.Option(5.0, "--period", help="Seconds between passes."),
+    period: float = typer.Option(5.0, "--period", min=0.0, max=86400.0,
+                                 help="Seconds between passes."),
     goal: str | None = typer.Option(None, "--goal", help="Set every rack's onboarding goal "
                                     "(e.g. burn_in) before running."),
     db: str | None = DbOption,
@@ -253,7 +265,7 @@ def run(
         set_goal(store, list(ctl.targets), goal)
     if faults and not as_json:
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
-                      f"twin seed {twin_seed}")
+                      f"seed {twin_seed}")
 
     def triage() -> None:
         """Certification findings recorded since the last look move their parts to triage

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,8 +10,17 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    check_out_dir,
+    console,
+    emit_json,
+    noun,
+    out_dir_option,
+)
 from rackscale.errors import UserError
+from rackscale.inputs import load_json, read_text
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -29,17 +37,19 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
-StageOption = typer.Option(["domain"], "--stage", help="Certification stage every domain must "
-                           "have passed for the job shape (repeat for several).")
+StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
+                           "must have passed for the job shape, comma-separated: gpu, tray, "
+                           "domain, multi-rack (or 1-4).")
 
 
 class ReportFileError(UserError):
     pass
 
 
-def _shape(gpus: int, stages: list[str]) -> Any:
+def _shape(gpus: int, stages_text: str) -> Any:
     from rackscale.report import JobShape
 
+    stages = [x.strip() for x in stages_text.split(",") if x.strip()]  # as certify --stages
     name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
     return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
 
@@ -110,16 +120,17 @@ def _figure(step: dict[str, Any]) -> str:
 @app.command()
 def build(
     db: str | None = DbOption,
-    out: Path = typer.Option(Path(DEFAULT_OUT), "--out", help="Directory for report.html and "
-                             "report.json."),
+    out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Write report.html (self-contained) and report.json from the store."""
     from rackscale.report import build_report
 
-    built = build_report(Store(db), out, shape=_shape(shape_gpus, stage))
+    shape = _shape(shape_gpus, stages)
+    check_out_dir(out)
+    built = build_report(Store(db), out, shape=shape)
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
                    "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
@@ -133,13 +144,13 @@ def build(
 def show(
     db: str | None = DbOption,
     shape_gpus: int = ShapeGpusOption,
-    stage: list[str] = StageOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
     from rackscale.report import report_document
 
-    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stage))
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
                    "ledger": doc["ledger"], "reasons": doc["reasons"],
@@ -149,7 +160,9 @@ def show(
 
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -> None:
+def validate(
+    file: Path = typer.Argument(..., metavar="FILE", help="A report.json to check."),
+) -> None:
     """Check a report.json against the published JSON Schema (exit 2 when it does not match)."""
     try:
         import jsonschema
@@ -159,10 +172,8 @@ def validate(file: Path = typer.Argument(..., help="A report.json to check.")) -
 
     from rackscale.report import validate_document
 
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ReportFileError(f"cannot read {file}: {err}") from None
+    doc = load_json(read_text(file, "report.json", error=ReportFileError), str(file),
+                    error=ReportFileError)
     try:
         validate_document(doc)
     except jsonschema.ValidationError as err:

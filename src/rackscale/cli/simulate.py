@@ -13,7 +13,17 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, noun
+from rackscale.cli._common import (
+    DbOption,
+    FleetOption,
+    JsonOption,
+    check_out_dir,
+    console,
+    emit_json,
+    noun,
+    out_dir_option,
+    seed_option,
+)
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.simulate import (
@@ -26,7 +36,7 @@ from rackscale.simulate import (
     run,
     sweep,
 )
-from rackscale.simulate.report import payload, write_csv, write_png
+from rackscale.simulate.report import payload, sweep_payload, write_csv, write_png
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -34,12 +44,12 @@ if TYPE_CHECKING:
 
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
 
-FleetOpt = typer.Option(None, "--fleet", help="Fleet spec YAML.")
-SeedOpt = typer.Option(None, "--seed", help="Built-in fleet (default seed-504 without --fleet).")
-JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: the whole fleet).")
+JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: its whole pool).")
+PoolOpt = typer.Option(None, "--pool", help="What the job runs on in a mixed fleet: a rack "
+                       "template or a GPU SKU (default: the largest by GPUs).")
 DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
 TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
-RngOpt = typer.Option(0, "--rng-seed", help="Random seed (same seed, same failures).")
+RngOpt = seed_option(0, "the failures (same seed, same failures)")
 ModelOpt = typer.Option("llama3", "--failure-model",
                         help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
 IntervalOpt = typer.Option(30.0, "--ckpt-interval", help="Checkpoint interval, minutes.")
@@ -66,7 +76,7 @@ MfuOpt = typer.Option(1.0, "--mfu", help="Program goodput's model-FLOPs utilisat
 
 # CLI option name -> SimConfig field, shared by `run` and `sweep` (which take the same options).
 _OPTION_FIELDS = {
-    "days": "days", "trials": "trials", "rng_seed": "seed", "failure_model": "failure_model",
+    "days": "days", "trials": "trials", "seed": "seed", "failure_model": "failure_model",
     "ckpt_interval": "ckpt_interval_min", "ckpt_cost": "ckpt_cost_s", "restart": "restart_min",
     "detect": "detect_min", "align": "align", "spare_domains": "spare_domains",
     "spare_trays": "spare_trays", "escalate_at": "escalate_at",
@@ -84,8 +94,8 @@ def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
                        **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
 
 
-def _fleet(file: str | None, seed: str | None) -> FleetShape:
-    return FleetShape.from_spec(resolve_spec(file, seed, default_seed="seed-504"))
+def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
+    return FleetShape.from_spec(resolve_spec(fleet, db), pool)
 
 
 def _progress(disable: bool) -> Progress:
@@ -95,8 +105,8 @@ def _progress(disable: bool) -> Progress:
 
 @app.command("run")
 def run_cmd(
-    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
-    days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
+    fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
+    days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
@@ -108,14 +118,15 @@ def run_cmd(
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
-    fleet = _fleet(fleet_file, seed)
-    cfg = _config(fleet, locals())
-    plan(cfg, fleet)  # bad shapes fail before the progress bar appears
+    shape = _fleet(fleet, db, pool)
+    cfg = _config(shape, locals())
+    plan(cfg, shape)  # bad shapes fail before the progress bar appears
+    store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
-        result = run(cfg, fleet, progress=lambda f: bar.update(task, completed=f))
-    if record:
-        Store(db).append_event(fleet.name, "simulate.run", payload(result),
+        result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
+    if store is not None:
+        store.append_event(shape.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
     if as_json:
         emit_json(result)
@@ -127,9 +138,17 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
     e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
     console.print(f"[bold]{SIMULATED}[/]")
     units = "domains" if r["align"] == "domain" else "trays"
+    alloc = r.get("job_gpus_allocated", r["job_gpus"])
+    # The job holds whole units: say so when that rounds the request up (100 -> 144 GPUs).
+    job = (f"{r['job_gpus']} GPUs" if alloc == r["job_gpus"] else
+           f"{r['job_gpus']} GPUs requested, {alloc} allocated as whole {units}")
+    where = f"fleet {r['fleet']} ({r['fleet_gpus']} GPUs)"
+    if r.get("pool_gpus", r["fleet_gpus"]) != r["fleet_gpus"]:
+        where = (f"pool {r['pool']} ({r['pool_gpus']} of the {r['fleet_gpus']} GPUs of fleet "
+                 f"{r['fleet']}; choose with --pool)")
     console.print(
-        f"job {r['job_gpus']} GPUs ({r['units_job']} {units}, {r['units_spare']} spare) "
-        f"on fleet {r['fleet']} ({r['fleet_gpus']} GPUs), "
+        f"job {job} ({r['units_job']} {units}, {r['units_spare']} spare) "
+        f"on {where}, "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
@@ -163,10 +182,9 @@ def sweep_cmd(
                               help=f"Policy to sweep: {', '.join(SWEEPS)}."),
     values: str = typer.Option("5,10,15,20,30,45,60,90", "--values",
                                help="Comma-separated values to try."),
-    out: Path = typer.Option(Path(DEFAULT_DATA_DIR) / "sweeps", "--out",
-                             help="Directory for the CSV and PNG."),
-    fleet_file: str | None = FleetOpt, seed: str | None = SeedOpt, job_gpus: int | None = JobOpt,
-    days: float = DaysOpt, trials: int = TrialsOpt, rng_seed: int = RngOpt,
+    out: Path = out_dir_option(f"{DEFAULT_DATA_DIR}/sweeps", "sweep-PARAM.csv and .png"),
+    fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
+    days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
@@ -174,24 +192,32 @@ def sweep_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
-    as_json: bool = JsonOption,
+    record: bool = typer.Option(False, "--record", help="Store a simulate.sweep event (--db): "
+                                "the report's sweep section shows the latest one."),
+    db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Sweep one policy; report the optimum found beside the Young/Daly interval."""
     try:
         vals = [float(v) for v in values.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
-    fleet = _fleet(fleet_file, seed)
-    cfg = _config(fleet, locals())
+    check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
+    shape = _fleet(fleet, db, pool)
+    cfg = _config(shape, locals())
+    store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
-        result = sweep(cfg, fleet, param, vals,
+        result = sweep(cfg, shape, param, vals,
                        progress=lambda n, f: bar.update(task, completed=n + f))
     out.mkdir(parents=True, exist_ok=True)
     csv_path, png_path = out / f"sweep-{param}.csv", out / f"sweep-{param}.png"
     write_csv(result, csv_path)
     write_png(result, png_path)
     result |= {"csv": str(csv_path), "png": str(png_path)}
+    if store is not None:
+        store.append_event(shape.name, "simulate.sweep", sweep_payload(
+            result, fleet=shape.name, job_gpus=cfg.job_gpus, days=cfg.days, trials=cfg.trials,
+            seed=cfg.seed), actor="cli", reason="rackscale simulate sweep")
     if as_json:
         emit_json(result)
         return

@@ -11,6 +11,7 @@ from rackscale.faults.cooling import (
 from rackscale.faults.kinds import FAULT_KINDS, FLAPPING, FaultKind, UnknownFaultKind, get_kind
 from rackscale.faults.spec import (
     DEFAULT_FLAP_PERIOD_S,
+    DEFAULT_FLAP_SEVERITY,
     Fault,
     FaultsFile,
     demo_faults_path,
@@ -21,7 +22,8 @@ from rackscale.faults.spec import (
 from rackscale.faults.twin import FabricState, ThermalReading, TwinHardware
 
 __all__ = [
-    "DEFAULT_FLAP_PERIOD_S", "FAULT_KINDS", "FLAPPING", "HEALTHY_MARGIN", "SUPPLY_C",
+    "DEFAULT_FLAP_PERIOD_S", "DEFAULT_FLAP_SEVERITY", "FAULT_KINDS", "FLAPPING", "HEALTHY_MARGIN",
+    "SUPPLY_C",
     "FabricState", "Fault", "FaultKind", "FaultsFile", "ThermalReading", "TwinCduReading",
     "TwinCoolingDriver", "TwinCoolingError", "TwinHardware", "UnknownFaultKind", "demo_faults_path",
     "faults_from", "get_kind", "load_faults", "parse_faults",

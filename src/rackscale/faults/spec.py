@@ -4,10 +4,12 @@
       - {target: us-east/r02/c07/gpu3, kind: slow_gpu, severity: 0.88}
       - {target: us-east/r04/s02, kind: nvlink_switch_down}
       - {target: us-east/r03/c14/nic0, kind: flapping, of: bad_cable, severity: 0.3, duty: 0.3}
+      - {target: us-west/r01/c02/nic1, kind: flapping, of: bad_cable, duty: 0.3}
 
 `severity` is the fraction of nominal that remains (0 = dead) and is required exactly for the
-kinds that have one. A `flapping` fault carries the kind it flaps (`of`), that kind's severity,
-`duty` (fraction of time present) and optionally `period_s` (one on/off cycle, default 600 s).
+kinds that have one. A `flapping` fault carries the kind it flaps (`of`), optionally that
+kind's severity (default 0.5 while present: half of nominal), `duty` (fraction of time
+present) and optionally `period_s` (one on/off cycle, default 600 s).
 Validation happens twice: the shape with pydantic, then every target against the topology;
 both report `file:line: faults[i].field: problem. Fix: ...` and exit 2 from the CLI.
 """
@@ -15,7 +17,7 @@ both report `file:line: faults[i].field: problem. Fix: ...` and exit 2 from the 
 from __future__ import annotations
 
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,10 +25,16 @@ from rackscale.faults.kinds import FAULT_KINDS, FLAPPING, get_kind
 from rackscale.fleet import SpecError, Topology, YamlSource, load_yaml, read_yaml, validate
 
 DEFAULT_FLAP_PERIOD_S = 600.0
+# Severity of a flapping fault whose flapped kind has one and none is given: while present the
+# part runs at half of nominal. Half is far below every kind's detection line and far above
+# the "down" line (5%), so the finding keeps the kind that was written (a bad cable, not a
+# dead NIC).
+DEFAULT_FLAP_SEVERITY = 0.5
 
 
 class Fault(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `severity: false` is not 0; no inf/nan: `period_s: .inf` is not a period.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     target: Annotated[str, Field(min_length=1)]
     kind: str
@@ -34,6 +42,15 @@ class Fault(BaseModel):
     of: str | None = None
     duty: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
     period_s: Annotated[float, Field(gt=0.0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flap_severity(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == FLAPPING \
+                and data.get("severity") is None and isinstance(data.get("of"), str) \
+                and data["of"] in FAULT_KINDS and FAULT_KINDS[data["of"]].has_severity:
+            return {**data, "severity": DEFAULT_FLAP_SEVERITY}
+        return data
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Fault:
@@ -70,7 +87,7 @@ class Fault(BaseModel):
 
 
 class FaultsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     version: int = 1
     faults: list[Fault] = []
@@ -110,7 +127,7 @@ def parse_faults(text: str, topo: Topology, filename: str = "<faults>") -> Fault
 
 
 def load_faults(path: str, topo: Topology) -> FaultsFile:
-    return _checked(read_yaml(path), topo)
+    return _checked(read_yaml(path, "faults"), topo)
 
 
 def faults_from(faults: list[Fault], topo: Topology) -> FaultsFile:

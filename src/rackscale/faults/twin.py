@@ -10,14 +10,14 @@ same answers.
 Physics kept deliberately simple (each line is a modelling choice, not a measurement):
 - GEMM = peak BF16 x 0.80 achievable x GPU factor x clock factor; clocks fall when the rack's
   coolant flow is below ~95% of need. `sdc` keeps the speed but returns wrong results.
-- all-reduce bus bandwidth is set by the weakest part in the group (ring and tree all-reduces
-  run at the pace of their slowest link). NVLink inside a domain: NVLink per-GPU bandwidth
-  (one direction) x 0.80, times the slowest member's NVLink, times the switch trays: traffic is
-  striped over all trays, so a slow tray sets the pace and a down tray is routed around
-  (n_up/n of the bandwidth). NVLink off: NIC line rate x 0.92 times the slowest NIC and leaf.
-  NVLink on across domains is hierarchical: each GPU sends 1/D of the data over its NIC, so
-  busbw = 1 / (1/nvlink + 1/(D x scale-out)): NVLink hides much of a scale-out fault, which
-  is why the ladder runs multi-rack tests with NVLink off.
+- all-reduce bus bandwidth follows the fleet's hardware model (`fleet.HardwareModel`, the
+  same formula the ladder's expectation uses): a ring runs at its slowest link, NVLink on
+  across domains is hierarchical. The twin feeds it faulted rates: NVLink per GPU x 0.80,
+  times the member's NVLink port, times the switch trays (traffic is striped over all trays,
+  so a slow tray sets the pace and a down tray is routed around: n_up/n of the bandwidth);
+  NVLink off, NIC line rate x 0.92 times the NIC's and its leaf's factor. NVLink hides much
+  of a scale-out fault in the hierarchical case, which is why the ladder runs multi-rack
+  tests with NVLink off.
 - power shelves are N+1: a dead shelf reads 0 kW and the others carry the load.
 - a `flapping` fault is present while frac(t / period + phase) < duty, phase drawn per seed.
 """
@@ -30,7 +30,16 @@ import numpy as np
 
 from rackscale.faults.kinds import FLAPPING
 from rackscale.faults.spec import Fault, FaultsFile
-from rackscale.fleet import CDU, GPU, GPUS, LEAF, NIC, NICS, POWER_SHELF, Topology
+from rackscale.fleet import (
+    CDU,
+    GPU,
+    LEAF,
+    NIC,
+    POWER_SHELF,
+    HardwareModel,
+    Topology,
+    allreduce_busbw,
+)
 
 GEMM_EFFICIENCY = 0.80  # H200 reaches ~790 of 989 TFLOPS dense BF16 (NUMBERS.md)
 HBM_EFFICIENCY = 0.90  # a copy kernel reaches ~4.3 of 4.8 TB/s on H200 (KINDS.md reading)
@@ -76,26 +85,24 @@ class TwinHardware:
     """Simulated fleet hardware. `TwinBackend` (certify/) puts the probe interface on it."""
 
     def __init__(self, topo: Topology, faults: FaultsFile | None = None, *, seed: int = 0,
-                 noise: float = 0.01) -> None:
+                 noise: float = 0.01, hardware: HardwareModel | None = None) -> None:
         if not 0.0 <= noise < 0.2:
             raise ValueError(f"twin noise {noise} is outside 0..0.2; ~0.01 matches real runs")
         self.topo = topo
+        # The fleet's hardware model gives SKUs and nominal link rates; the ladder predicts
+        # group bandwidth from the same model, so the twin and the ladder cannot disagree
+        # about what healthy hardware does.
+        self.hardware = hardware if hardware is not None else HardwareModel(topo)
         self.seed = seed
         self.noise = noise
         self.faults = list(faults.faults) if faults else []
         self._calls = 0
         n = len(topo.gpu_ids)
-        sku_names = sorted(set(topo.gpu_sku))
-        self.sku_names = sku_names
-        self.gpu_sku_idx = np.asarray([sku_names.index(s) for s in topo.gpu_sku], dtype=np.int16)
-        peak = np.asarray([GPUS[s].bf16_dense_tflops for s in sku_names])
-        self.gemm_nominal = peak[self.gpu_sku_idx] * GEMM_EFFICIENCY
-        self.hbm_nominal = np.asarray([GPUS[s].hbm_tbps for s in sku_names])[self.gpu_sku_idx] \
-            * HBM_EFFICIENCY
-        self.nvlink_nominal = np.asarray(
-            [GPUS[s].nvlink_gbps / 2 for s in sku_names])[self.gpu_sku_idx] * NVLINK_EFFICIENCY
-        nic_rate = np.asarray([NICS[r.template.nic].gbit_s / 8 for r in topo.racks])
-        self.scaleout_nominal = nic_rate[topo.gpu_rack] * SCALEOUT_EFFICIENCY
+        hw = self.hardware
+        self.gemm_nominal = hw.gpu_spec("bf16_dense_tflops") * GEMM_EFFICIENCY
+        self.hbm_nominal = hw.gpu_spec("hbm_tbps") * HBM_EFFICIENCY
+        self.nvlink_nominal = hw.nvlink_gbps * NVLINK_EFFICIENCY
+        self.scaleout_nominal = hw.scaleout_gbps * SCALEOUT_EFFICIENCY
         self.leaf_index = {leaf: i for i, leaf in enumerate(topo.leaves)}
         self.switch_index: dict[str, tuple[int, int]] = {}
         for d, switches in enumerate(topo.domain_switches):
@@ -209,24 +216,12 @@ class TwinHardware:
         topo = self.topo
         st = self.state(t)
         starts = offsets[:-1]
-        sizes = np.diff(offsets)
         so = self.scaleout_nominal[flat] * np.minimum(st.nic[flat], st.leaf[topo.gpu_leaf[flat]])
-        so_g = np.minimum.reduceat(so, starts)
         dom = topo.gpu_domain[flat]
-        new_dom = np.ones(len(flat), bool)
-        new_dom[1:] = dom[1:] != dom[:-1]
-        new_dom[starts] = True
-        n_dom = np.add.reduceat(new_dom.astype(np.int64), starts)
-        if nvlink:
-            nv = self.nvlink_nominal[flat] * st.nvport[flat] * self._switch_factor(st)[dom]
-            nv_g = np.minimum.reduceat(nv, starts)
-            per_dom = sizes / n_dom
-            with np.errstate(divide="ignore"):
-                hier = 1.0 / (1.0 / nv_g + 1.0 / (per_dom * so_g))
-            bw = np.where(n_dom == 1, nv_g, hier)
-        else:
-            bw = so_g
-        bw = np.nan_to_num(bw, nan=0.0) * self._noise(len(sizes))
+        nv = self.nvlink_nominal[flat] * st.nvport[flat] * self._switch_factor(st)[dom] \
+            if nvlink else so
+        bw = allreduce_busbw(offsets, dom, nv, so, nvlink=nvlink)
+        bw = np.nan_to_num(bw, nan=0.0) * self._noise(len(starts))
         dead_g = np.maximum.reduceat(st.dead[flat].astype(np.int8), starts) > 0
         stalled = dead_g | (bw <= 0)
         bw[stalled] = 0.0

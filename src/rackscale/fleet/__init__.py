@@ -1,6 +1,7 @@
 """Fleet model: spec, rack templates, hardware specs with sources, topology and ids."""
 
 from rackscale.fleet.hardware import GPUS, NICS, PARTS, GpuSku, NicSku
+from rackscale.fleet.links import Fabric, HardwareModel, LinkClass, allreduce_busbw
 from rackscale.fleet.spec import (
     SEEDS,
     FleetSpec,
@@ -41,10 +42,11 @@ from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml,
 __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "GPUS", "KINDS", "LEAF", "LPM_PER_KW", "NIC",
     "NICS", "NODE", "NVSWITCH", "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE",
-    "SWITCH_TRAY", "TEMPLATES", "Component", "FleetSpec", "GpuSku", "NetworkSpec", "NicSku",
-    "Path", "Rack", "RackGroup", "RackTemplate", "RegionSpec", "SpecError", "Topology",
-    "UnknownComponent", "YamlSource", "get_template", "load_fleet", "load_yaml", "parse_fleet",
-    "read_yaml", "seed_fleet", "synthetic_fleet", "validate",
+    "SWITCH_TRAY", "TEMPLATES", "Component", "Fabric", "FleetSpec", "GpuSku", "HardwareModel",
+    "LinkClass", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
+    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "YamlSource", "allreduce_busbw",
+    "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet",
+    "synthetic_fleet", "validate",
 ]
 
 

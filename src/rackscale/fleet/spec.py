@@ -26,16 +26,38 @@ from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml,
 
 NAME = r"^[a-z0-9][a-z0-9-]*$"
 _NAME_RE = re.compile(NAME)
+# A fleet name is shown in every table and stored as the subject of fleet events: one word,
+# no path separator, no Rich markup brackets, no control characters.
+FLEET_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+MAX_NAME = 63
+# Names the topology gives to a region's network parts (`leaf-rail0-0`, `spine-3`): a rack
+# may not start with them, or its id would be a leaf's or a spine's and one row would
+# overwrite the other in the inventory.
+RESERVED_RACK_PREFIXES = ("leaf-", "spine-")
+
+# Caps that keep memory and time bounded. The design target is ~128k GPUs; a fleet beyond
+# it needs `max_gpus` in the spec (up to HARD_MAX_GPUS, what one machine can still model).
+DEFAULT_MAX_GPUS = 131_072
+HARD_MAX_GPUS = 524_288
+MAX_RACKS_PER_GROUP = 10_000
+MAX_GROUPS = 1_000
+MAX_REGIONS = 64
+MAX_SPINES = 1_024
+MAX_RACKS_PER_LEAF = 1_024
+
+Name = Annotated[str, Field(pattern=NAME, max_length=MAX_NAME)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `count: "3"` or `count: true` is a mistake to report, not a value to coerce;
+    # no inf/nan: a budget of .inf kW is not a budget.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class RackGroup(_Strict):
     template: str
-    count: Annotated[int, Field(gt=0)] | None = None
-    names: list[Annotated[str, Field(pattern=NAME)]] | None = None
+    count: Annotated[int, Field(gt=0, le=MAX_RACKS_PER_GROUP)] | None = None
+    names: Annotated[list[Name], Field(max_length=MAX_RACKS_PER_GROUP)] | None = None
     # HGX only: 8-GPU nodes per rack (the template's default when omitted).
     nodes_per_rack: Annotated[int, Field(gt=0, le=16)] | None = None
 
@@ -46,6 +68,17 @@ class RackGroup(_Strict):
             raise ValueError(
                 f"unknown rack template {v!r}; valid templates: {', '.join(sorted(TEMPLATES))}"
             )
+        return v
+
+    @field_validator("names")
+    @classmethod
+    def _not_reserved(cls, v: list[str] | None) -> list[str] | None:
+        for n in v or []:
+            if n.startswith(RESERVED_RACK_PREFIXES):
+                raise ValueError(
+                    f"rack name {n!r} starts with {n.split('-')[0]}-, which names the region's "
+                    "network switches (leaf-railK-G, spine-K); choose another rack name"
+                )
         return v
 
     @model_validator(mode="after")
@@ -69,8 +102,8 @@ class RackGroup(_Strict):
 
 
 class RegionSpec(_Strict):
-    name: Annotated[str, Field(pattern=NAME)]
-    racks: Annotated[list[RackGroup], Field(min_length=1)]
+    name: Name
+    racks: Annotated[list[RackGroup], Field(min_length=1, max_length=MAX_GROUPS)]
     # Facility power available to the region's racks, kW; lifecycle's power sequencing never
     # exceeds it. None = unlimited.
     power_budget_kw: Annotated[float, Field(gt=0)] | None = None
@@ -103,15 +136,27 @@ class RegionSpec(_Strict):
 
 
 class NetworkSpec(_Strict):
-    racks_per_leaf: Annotated[int, Field(gt=0)] = 2
-    spines_per_region: Annotated[int, Field(gt=0)] = 8
+    racks_per_leaf: Annotated[int, Field(gt=0, le=MAX_RACKS_PER_LEAF)] = 2
+    spines_per_region: Annotated[int, Field(gt=0, le=MAX_SPINES)] = 8
 
 
 class FleetSpec(_Strict):
     version: int = 1
-    name: Annotated[str, Field(min_length=1)]
-    regions: Annotated[list[RegionSpec], Field(min_length=1)]
+    name: Annotated[str, Field(pattern=FLEET_NAME, max_length=MAX_NAME)]
+    regions: Annotated[list[RegionSpec], Field(min_length=1, max_length=MAX_REGIONS)]
     network: NetworkSpec = NetworkSpec()
+    # The explicit override for a fleet beyond the design target (see DEFAULT_MAX_GPUS).
+    max_gpus: Annotated[int, Field(gt=0, le=HARD_MAX_GPUS)] = DEFAULT_MAX_GPUS
+
+    @property
+    def gpu_count(self) -> int:
+        """Headline GPUs, from the spec alone (before any topology is built)."""
+        total = 0
+        for region in self.regions:
+            for g in region.racks:
+                t = TEMPLATES[g.template]
+                total += g.rack_count * (g.nodes_per_rack or t.trays) * t.gpus_per_tray
+        return total
 
     @field_validator("version")
     @classmethod
@@ -127,6 +172,16 @@ class FleetSpec(_Strict):
             if r.name in seen:
                 raise ValueError(f"region name {r.name!r} appears twice; region names are unique")
             seen.add(r.name)
+        if self.name in seen:
+            raise ValueError(f"fleet name {self.name!r} is also a region name; fleet events "
+                             "would land on the region. Rename the fleet or the region")
+        gpus = self.gpu_count
+        if gpus > self.max_gpus:
+            raise ValueError(
+                f"the fleet has {gpus} GPUs, over the cap of {self.max_gpus} "
+                f"(default {DEFAULT_MAX_GPUS}, the design target). If the size is intended, "
+                f"add `max_gpus: {gpus}` to the spec (at most {HARD_MAX_GPUS})"
+            )
         return self
 
 
@@ -138,7 +193,7 @@ def parse_fleet(text: str, filename: str = "<fleet>") -> FleetSpec:
 
 
 def load_fleet(path: str) -> FleetSpec:
-    return _validate_with_lines(read_yaml(path))
+    return _validate_with_lines(read_yaml(path, "fleet spec"))
 
 
 def _validate_with_lines(src: YamlSource) -> FleetSpec:

@@ -257,6 +257,13 @@ class Topology:
                 self._add(s, SPINE, rstart, None, r_no, -1)
             self.region_ranges.append((rstart, len(self.ids)))
         self.index = {cid: i for i, cid in enumerate(self.ids)}
+        if len(self.index) != len(self.ids):
+            # The spec's name rules make ids unique; this is the backstop that keeps a rule
+            # gap from becoming one inventory row silently overwriting another.
+            dup = [cid for cid, n in Counter(self.ids).items() if n > 1]
+            raise UserError(f"fleet {self.spec.name}: {len(dup)} component ids are given to two "
+                            f"parts (e.g. {', '.join(dup[:3])}); rename the racks so that no "
+                            "rack name equals a switch or part name")
         self.gpu_comp = np.asarray(gpu_comp, dtype=np.int64)
         self.gpu_ids = [self.ids[i] for i in gpu_comp]
         self.gpu_region = np.asarray(gpu_region, dtype=np.int32)

@@ -11,14 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from rackscale.errors import UserError
+from rackscale.inputs import InputError, build_yaml, compose_yaml, read_text
 
 Path = tuple[str | int, ...]
 
 
-class SpecError(UserError):
+class SpecError(InputError):
     """A spec file that does not parse or validate. The message names file, line, field, fix."""
 
 
@@ -49,59 +47,17 @@ def dotted(path: Sequence[str | int]) -> str:
     return out or "(top level)"
 
 
-def _build(node: yaml.Node, path: Path, lines: dict[Path, int]) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = yaml.safe_load(yaml.serialize(key_node))
-            if key in out:
-                raise SpecError(
-                    f"line {key_node.start_mark.line + 1}: key {key!r} appears twice in the "
-                    f"same mapping; keep one"
-                )
-            out[key] = _build(value_node, (*path, key), lines)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(item, (*path, i), lines) for i, item in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
-
-
 def load_yaml(text: str, filename: str) -> YamlSource:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = err.problem or err.context or "syntax error"
-        opened = ""
-        if err.context and err.context_mark is not None and err.context_mark is not mark:
-            # e.g. an unclosed bracket: the problem shows at the end, the cause where it opened
-            opened = f" ({err.context} at line {err.context_mark.line + 1})"
-        raise SpecError(
-            f"{filename}{line}: YAML syntax error: {problem}{opened}. Fix the YAML there "
-            f"(check indentation, colons and brackets)."
-        ) from None
+    root = compose_yaml(text, filename, error=SpecError)
     if root is None:
         raise SpecError(f"{filename}:1: the file is empty; write a mapping with the spec's keys")
     lines: dict[Path, int] = {}
-    try:
-        data = _build(root, (), lines)
-    except SpecError as err:
-        raise SpecError(f"{filename}:{str(err).removeprefix('line ')}") from None
+    data = build_yaml(root, filename, lines=lines, error=SpecError)
     return YamlSource(filename=filename, data=data, lines=lines)
 
 
-def read_yaml(path: str) -> YamlSource:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file; give the path of a YAML spec") from None
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read it ({err.strerror})") from None
-    return load_yaml(text, path)
+def read_yaml(path: str, what: str = "YAML spec") -> YamlSource:
+    return load_yaml(read_text(path, what, error=SpecError), path)
 
 
 def _hint(err: dict[str, Any]) -> str:

@@ -260,6 +260,8 @@ class Controller:
         # ---- onboarding goal and escalation
         if row.tier == Tier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
             self._walk(tx, rid, row, rows, trays, obs, reading, rep)
+        if row.state in SERVING_RACK_STATES:
+            self._promote_trays(tx, rows, trays, rep)
         self._escalate(tx, rid, row, rows, trays, rep)
 
     def _power_up(self, rid: str, row: _Row, rows: dict[str, _Row], shelves: list[str],
@@ -385,6 +387,18 @@ class Controller:
                 self._move(s, rid, row, R.CERTIFIED, "passing certification on record", rep)
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, rep, "goal production")
+
+    def _promote_trays(self, tx: Tx, rows: dict[str, _Row], trays: list[str],
+                       rep: PassReport) -> None:
+        """Trays in burn_in of a serving rack join production once a passing certification
+        newer than their last repair is on record (the ledger checks it again)."""
+        for tray in trays:
+            trow = rows.get(tray)
+            if trow is None or trow.state != T.BURN_IN:
+                continue
+            s = tx()
+            if ledger.passing_evidence(s, ledger.get_row(s, tray)) is not None:
+                self._move(s, tray, trow, T.PRODUCTION, "passing certification on record", rep)
 
     def _escalate(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row],
                   trays: list[str], rep: PassReport) -> None:

@@ -26,6 +26,7 @@ from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
+from rackscale.inputs import InputError, read_text
 
 # ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can
 # no longer carry the rack's heat at the design rise.
@@ -141,12 +142,25 @@ class SimPlant:
 
     @classmethod
     def load(cls, path: Path, *, clock: Callable[[], float] = time.time) -> SimPlant:
-        d = json.loads(path.read_text())
-        return cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
-                   inlet_c=d["inlet_c"], valve_open=d["valve_open"],
-                   leaks={k: set(v) for k, v in d["leaks"].items()},
-                   critical=set(d["critical"]), nominal_flow=d["nominal_flow"], path=path,
-                   clock=clock, power_on_latency_s=d.get("power_on_latency_s", 0.0))
+        try:
+            d = json.loads(read_text(path, "simulated plant state"))
+            plant = cls(power=d["power"], caps=d["caps"], flow_lpm=d["flow_lpm"],
+                        inlet_c=d["inlet_c"], valve_open=d["valve_open"],
+                        leaks={k: set(v) for k, v in d["leaks"].items()},
+                        critical=set(d["critical"]), nominal_flow=d["nominal_flow"],
+                        path=path, clock=clock,
+                        power_on_latency_s=float(d.get("power_on_latency_s", 0.0)))
+            if not all(isinstance(x, dict) for x in (plant.power, plant.caps, plant.flow_lpm,
+                                                    plant.inlet_c, plant.valve_open,
+                                                    plant.nominal_flow)):
+                raise TypeError("a section is not a mapping")
+        except (InputError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise DriverError(
+                f"{path}: the simulated plant state is damaged ({type(err).__name__}: {err}). "
+                "It holds only simulated power and coolant state: move it aside (or delete "
+                "it) to start from a fresh plant, or give another --plant file"
+            ) from None
+        return plant
 
     def save(self) -> None:
         if self.path is None:

@@ -32,6 +32,8 @@ TRANSITION = "lifecycle.transition"
 INTERLOCK = "lifecycle.interlock"
 SLURM = "lifecycle.slurm"
 NOTED = "lifecycle.noted"
+# States only passing certification evidence opens (for any actor: operator or controller).
+EVIDENCE_GATED = frozenset({RackState.CERTIFIED.value, RackState.PRODUCTION.value})
 
 
 class LifecycleRow(Base):
@@ -132,12 +134,16 @@ def state_of(store: Store, cid: str) -> LifecycleRow:
 
 
 def _last_repair_seq(s: Session, row: LifecycleRow) -> int:
+    """Seq of the component's last move into a repair state. Enrollment (the first row, `from`
+    None) is not a repair: hardware certified before the lifecycle knew it keeps that
+    evidence, so `certify run` then `lifecycle run` promotes instead of waiting forever."""
     states = RACK_REPAIR_STATES if row.machine == RACK else TRAY_REPAIR_STATES
     q = (select(EventRow.seq, EventRow.payload)
          .where(EventRow.component_id == row.component_id, EventRow.kind == TRANSITION)
          .order_by(EventRow.seq.desc()))
     for seq, payload in s.execute(q):
-        if (payload or {}).get("to") in {st.value for st in states}:
+        p = payload or {}
+        if p.get("to") in {st.value for st in states} and p.get("from") is not None:
             return int(seq)
     return 0
 
@@ -176,12 +182,13 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
         raise _stale(cid, src, expect)
     check(row.machine, cid, src, to)
     payload: dict[str, Any] = {"from": src, "to": to}
-    if to == "production":
+    if to in EVIDENCE_GATED:
         ev = passing_evidence(s, row)
         if ev is None:
             raise EvidenceMissing(
-                f"{row.machine} {cid} cannot enter production: no passing certify.result for "
-                f"it or its rack newer than its last repair/triage; run certification first"
+                f"{row.machine} {cid} cannot become {to}: no passing certify.result for it or "
+                "its rack newer than its last repair/triage; certify it first with "
+                "`rackscale certify run` (it records certify.result events in this --db)"
             )
         payload["evidence_seq"] = ev
     if extra:

@@ -5,22 +5,92 @@ ComputerSystem whose `Name` is the target id with `/` replaced by `-` (the same 
 Slurm node names). Power on/off is `POST .../Actions/ComputerSystem.Reset` with ResetType
 `On` / `ForceOff`; the BMC applies it asynchronously, so `observe()` reads `PowerState` back.
 Power caps go to the chassis `Power` resource (`PowerControl[0].PowerLimit.LimitInWatts`).
+
+BMC credentials never travel in the URL or on the command line (where `ps` and shell history
+show them): they come from a file named by $RACKSCALE_BMC_CREDENTIALS (one line
+`user:password`) or from $RACKSCALE_BMC_USER and $RACKSCALE_BMC_PASSWORD, go out as HTTP Basic
+authentication, and appear in no message.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from rackscale.inputs import read_text
 from rackscale.lifecycle.drivers import DriverError
+
+BMC_CREDENTIALS_ENV = "RACKSCALE_BMC_CREDENTIALS"
+BMC_USER_ENV = "RACKSCALE_BMC_USER"
+BMC_PASSWORD_ENV = "RACKSCALE_BMC_PASSWORD"
+WHERE_CREDENTIALS = (f"put `user:password` in a file named by ${BMC_CREDENTIALS_ENV}, or set "
+                     f"${BMC_USER_ENV} and ${BMC_PASSWORD_ENV}")
+
+
+@dataclass(frozen=True, slots=True)
+class BmcCredentials:
+    user: str
+    password: str = field(repr=False)
+
+    def header(self) -> str:
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return f"Basic {token}"
+
+
+def bmc_credentials(environ: Mapping[str, str] | None = None) -> BmcCredentials | None:
+    """The BMC credentials from the environment (file first), or None when none are set."""
+    env = os.environ if environ is None else environ
+    path = env.get(BMC_CREDENTIALS_ENV)
+    if path:
+        text = read_text(path, "BMC credentials", max_bytes=4096, error=DriverError).strip()
+        user, sep, password = text.partition(":")
+        if not sep or not user or "\n" in text:
+            raise DriverError(f"{path} (${BMC_CREDENTIALS_ENV}): write one line "
+                              "`user:password`")
+        return BmcCredentials(user, password)
+    user, password = env.get(BMC_USER_ENV), env.get(BMC_PASSWORD_ENV)
+    if user or password:
+        if not (user and password is not None):
+            raise DriverError(f"set both ${BMC_USER_ENV} and ${BMC_PASSWORD_ENV} (or use "
+                              f"${BMC_CREDENTIALS_ENV})")
+        return BmcCredentials(user, password)
+    return None
+
+
+def _base_url(url: str) -> str:
+    """The BMC base URL, refused when it carries credentials (they would leak into `ps`,
+    shell history and every log line that names the BMC)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DriverError(f"--redfish {_masked(url)!r}: give the BMC's base URL, "
+                          "http(s)://HOST[:PORT]")
+    if parts.username is not None or parts.password is not None:
+        raise DriverError(f"--redfish {_masked(url)!r}: credentials do not go in the URL; "
+                          f"{WHERE_CREDENTIALS}")
+    return url.rstrip("/")
+
+
+def _masked(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 class RedfishPowerDriver:
     def __init__(self, base_url: str, *, timeout_s: float = 10.0,
-                 rack_power_w: dict[str, float] | None = None) -> None:
-        self.base = base_url.rstrip("/")
+                 rack_power_w: dict[str, float] | None = None,
+                 credentials: BmcCredentials | None = None) -> None:
+        self.base = _base_url(base_url)
+        self._credentials = credentials if credentials is not None else bmc_credentials()
         self.timeout_s = timeout_s
         self.rack_power_w = rack_power_w or {}
         self._caps: dict[str, float] = {}
@@ -28,13 +98,20 @@ class RedfishPowerDriver:
 
     def _req(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._credentials is not None:
+            headers["Authorization"] = self._credentials.header()
         req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              "Accept": "application/json"})
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as err:
+            if err.code in (401, 403):
+                given = ("the credentials were refused" if self._credentials
+                         else "it needs credentials")
+                raise DriverError(f"Redfish {method} {self.base}{path}: HTTP {err.code}, "
+                                  f"{given}; {WHERE_CREDENTIALS}") from None
             raise DriverError(f"Redfish {method} {self.base}{path}: HTTP {err.code} "
                               f"{err.read()[:200]!r}") from None
         except urllib.error.URLError as err:

@@ -3,7 +3,8 @@
 Inputs (docs/contracts.md): the loaded fleet spec and the inventory, and the event log:
 `lifecycle.*` (latest `lifecycle.transition` per component is its state), the latest
 `certify.run` with its `certify.finding` and `certify.result` events, and the latest
-`simulate.run`. Missing events are not an error: the report says "not run".
+`simulate.run` of the same fleet (a newer one of another fleet is reported, not applied), and
+the fleet's latest `simulate.sweep`. Missing events are not an error: the report says "not run".
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ class StoreView:
     certify_run: Event | None = None
     findings: list[Event] = field(default_factory=list)
     results: list[Event] = field(default_factory=list)
-    simulate_run: Event | None = None
+    simulate_run: Event | None = None  # the latest of this fleet
+    # The newest simulate.run of another fleet when this fleet has none newer: not applied,
+    # but the report says so rather than stay silent.
+    other_simulation: Event | None = None
+    simulate_sweep: Event | None = None  # the latest policy sweep of this fleet
     last_seq: int = 0
 
     def state_of(self, cid: str) -> str | None:
@@ -55,7 +60,7 @@ def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | Non
     if not rows:
         raise ReportInputError(
             f"no fleet is loaded in {store.safe_url}; load one with `rackscale fleet load "
-            "--seed seed-504` or run `rackscale demo`")
+            "--fleet seed-504` or run `rackscale demo`")
     if fleet is None:
         # The most recently loaded fleet is the one the inventory matches.
         fleet = next((e.component_id for e in loaded if e.component_id in rows), None)
@@ -92,7 +97,17 @@ def collect(store: Store, *, fleet: str | None = None) -> StoreView:
         run_id = view.certify_run.payload.get("run_id")
         view.findings = _of_run(store.events(kind="certify.finding"), run_id)
         view.results = _of_run(store.events(kind="certify.result"), run_id)
-    view.simulate_run = _latest(store, "simulate.run")
+    # A simulation belongs to the fleet it names (its event's component); another fleet's
+    # ETTR says nothing about this one.
+    view.simulate_run = next(iter(store.events(kind="simulate.run", component_id=spec.name,
+                                               newest_first=True, limit=1)), None)
+    newest_sim = _latest(store, "simulate.run")
+    if newest_sim is not None and newest_sim.component_id != spec.name and (
+            view.simulate_run is None or newest_sim.seq > view.simulate_run.seq):
+        view.other_simulation = newest_sim
+    sweeps = store.events(kind="simulate.sweep", component_id=spec.name, newest_first=True,
+                          limit=1)
+    view.simulate_sweep = sweeps[0] if sweeps else None
     newest = store.events(newest_first=True, limit=1)
     view.last_seq = newest[0].seq if newest else 0
     return view

@@ -130,6 +130,7 @@ def build_document(view: StoreView, ledger: Ledger, *, build_s: float | None = N
         "lifecycle": _lifecycle(view),
         "certification": _run(view.certify_run),
         "simulation": _run(view.simulate_run),
+        "sweep": _run(view.simulate_sweep),
         "method": _method(ledger),
         "warnings": ledger.warnings,
         "build_s": None if build_s is None else round(build_s, 3),

@@ -15,16 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rackscale.certify.stages import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
 from rackscale.report.collect import StoreView
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
-
-# The certify room numbers its ladder's stages; results may carry numbers or names.
-STAGE_NAMES = {1: "gpu", 2: "tray", 3: "domain", 4: "multi-rack"}
-
 
 def stage_name(stage: Any) -> str:
     if isinstance(stage, int) and stage in STAGE_NAMES:
@@ -49,6 +46,11 @@ class JobShape:
         if self.gpus_per_domain <= 0:
             raise JobShapeError(f"job shape {self.name}: gpus_per_domain must be > 0, got "
                                 f"{self.gpus_per_domain}; use 72 for whole NVL72 domains")
+        # Stored results carry stage names; a name that is no stage would match nothing and
+        # certify 0 GPUs without a word, so it is refused (numbers are accepted too).
+        if self.required_stages:
+            names = tuple(STAGE_NAMES[n] for n in parse_stages(self.required_stages, "--stage"))
+            object.__setattr__(self, "required_stages", names)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -312,6 +314,7 @@ def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
     # 7. expected goodput under failures
     certified = int(mask.alive.sum())
     steps.append(_goodput_step(view, certified, shape))
+    warnings += _simulation_warnings(view)
 
     racks = _rack_rows(view, mask, healthy_alive, tray_state, rack_state, findings,
                        domain_ok, domain_certified, flagged)
@@ -354,9 +357,39 @@ def failure_goodput(p: dict[str, Any]) -> tuple[float, tuple[float, float] | Non
     return None
 
 
+def _simulation_warnings(view: StoreView) -> list[str]:
+    """What a reader must know about the simulation the goodput step rests on."""
+    out = []
+    other, sim, fleet = view.other_simulation, view.simulate_run, view.topo.spec.name
+    if other is not None:
+        used = f"the latest one of {fleet} (seq {sim.seq}) is used" if sim is not None else \
+            f"goodput is not applied; run `rackscale simulate run --record` on fleet {fleet}"
+        out.append(f"the newest simulate.run (seq {other.seq}) is of fleet "
+                   f"{other.component_id!r}, not of {fleet!r}: {used}")
+    if sim is not None:
+        p = sim.payload
+        gpus = len(view.topo.gpu_ids)
+        if isinstance(p.get("fleet_gpus"), int) and p["fleet_gpus"] != gpus:
+            out.append(f"simulate.run seq {sim.seq} counted {p['fleet_gpus']} GPUs in fleet "
+                       f"{fleet!r}; the loaded spec has {gpus}: it simulated another version "
+                       "of the fleet")
+        pool_gpus = p.get("pool_gpus")
+        if isinstance(pool_gpus, int) and pool_gpus < p.get("fleet_gpus", pool_gpus):
+            out.append(f"simulate.run seq {sim.seq} ran its job on pool {p.get('pool')} "
+                       f"({pool_gpus} of {p.get('fleet_gpus')} GPUs); its ETTR is applied to "
+                       "every certified GPU")
+    return out
+
+
 def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
     sim = view.simulate_run
     label = f"expected goodput under failures ({shape.name})"
+    if sim is None and view.other_simulation is not None:
+        other = view.other_simulation
+        return Step(key="goodput", label=label, count=certified, reason="simulate_other_fleet",
+                    basis="not_run", note=f"simulation is of fleet {other.component_id}",
+                    source=f"simulate.run event seq {other.seq} is of fleet "
+                    f"{other.component_id!r}: not applied to {view.topo.spec.name!r}")
     if sim is None:
         return Step(key="goodput", label=label, count=certified, reason="simulate_not_run",
                     basis="not_run", note="simulation not run",

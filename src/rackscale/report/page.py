@@ -208,7 +208,8 @@ def _lifecycle(doc: dict[str, Any]) -> str:
 def _goodput(doc: dict[str, Any]) -> str:
     sim = doc["simulation"]
     if sim["status"] == "not_run":
-        return '<p class="notrun" id="goodput">simulation not run: no ETTR or goodput</p>'
+        return ('<p class="notrun" id="goodput">simulation not run: no ETTR or goodput</p>'
+                + _sweep(doc, {}))
     p = sim["payload"]
     found = failure_goodput(p)
     ettr = "no ETTR in the run" if found is None else (
@@ -230,13 +231,7 @@ def _goodput(doc: dict[str, Any]) -> str:
              ("failure model", p.get("failure_model")), ("seed", p.get("seed")),
              ("run", f'{p.get("run_id")} (event seq {sim["seq"]})')]
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts)
-    imgs = ""
-    sweep = plots.ettr_sweep(p)
-    if sweep:
-        imgs += (f'<img class="plot" id="sweep" alt="ETTR by policy" '
-                 f'src="data:image/png;base64,{sweep}">')
-    else:
-        imgs += '<p class="notrun">no policy sweep in the latest simulate.run</p>'
+    imgs = _sweep(doc, p)
     lost = plots.lost_hours(p)
     if lost:
         imgs += f'<img class="plot" alt="hours lost by cause" src="data:image/png;base64,{lost}">'
@@ -245,6 +240,29 @@ def _goodput(doc: dict[str, Any]) -> str:
         f"{k} {_num(v)}" for k, v in causes.items())) + "</p>") if causes else ""
     return (f'<p>{_basis("simulated")} digital-twin simulation; every figure here is '
             f'simulated.</p><table id="goodput">{rows}</table>{extra}{imgs}')
+
+
+def _sweep(doc: dict[str, Any], run: dict[str, Any]) -> str:
+    """The policy sweep: the fleet's latest recorded `simulate sweep`, else one carried inside
+    the simulate.run payload."""
+    rec = doc.get("sweep") or {"status": "not_run"}
+    recorded = rec["status"] == "ran"
+    sw = (rec.get("payload") or {}) if recorded else {}
+    img = plots.ettr_sweep({"sweep": sw} if recorded else run)
+    if not img:
+        return ('<p class="notrun" id="sweep">no policy sweep recorded: run `rackscale simulate '
+                'sweep --record`</p>')
+    text = ""
+    if recorded:
+        best = sw.get("optimum") or {}
+        ettr = (best.get("ettr") or {}).get("mean")
+        text = (f'<p id="sweep-optimum">sweep of {escape(str(sw.get("param")))} over '
+                f'{escape(", ".join(_num(v) for v in sw.get("values") or []))} (event seq '
+                f'{rec["seq"]}, {sw.get("job_gpus")} GPUs, {sw.get("trials")} trials): optimum '
+                f'{escape(_num(best.get("value")))} with ETTR {escape(_num(ettr))}; Young / Daly '
+                f'interval {_num(sw.get("young_min"))} / {_num(sw.get("daly_min"))} min</p>')
+    return (text + f'<img class="plot" id="sweep" alt="ETTR by policy" '
+            f'src="data:image/png;base64,{img}">')
 
 
 def _num(v: Any) -> str:

@@ -34,6 +34,8 @@ REASONS: dict[str, str] = {
     "simulated_goodput": "certified GPUs x simulated goodput (latest simulate.run)",
     "simulate_not_run": "no simulate.run events: the count is carried through",
     "simulate_invalid": "the simulate.run event has no goodput in [0, 1]",
+    "simulate_other_fleet": "the only simulate.run is of another fleet: not applied, the "
+                            "count is carried through",
     "goodput_loss": "time lost to failures, restarts and checkpoints (simulated)",
 }
 

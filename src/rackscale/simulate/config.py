@@ -38,7 +38,8 @@ class SimulateError(UserError):
 class SimConfig(BaseModel):
     """A job and its policies. Defaults marked (assumption) are not published figures."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan: `--days inf` would never finish, a NaN rate poisons every figure.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     job_gpus: Annotated[int, Field(gt=0)]
     days: PosFloat = 30.0
@@ -89,40 +90,71 @@ def make_config(**values: object) -> SimConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FleetShape:
-    """What the simulator needs of a fleet: its NVLink domains and their trays."""
+    """What the simulator needs of a fleet: the NVLink domains of the pool the job runs on.
+
+    A training job runs on one kind of hardware, so on a mixed fleet it takes one *pool*: the
+    racks of one rack template, or of every template with one GPU SKU (`pool=`). Without a
+    choice the pool is the fleet's largest by GPUs (ties: the first name in sorted order)."""
 
     name: str
     domains: int
     trays_per_domain: int  # 18 compute trays of an NVL72 rack; 1 node of an HGX domain
     gpus_per_tray: int
-    template: str
+    template: str  # the pool's rack template(s)
+    pool: str = ""  # what the job runs on: a template or GPU SKU name
+    fleet_gpus: int | None = None  # every GPU of the fleet (None: the pool is the fleet)
 
     @property
     def gpus(self) -> int:
         return self.domains * self.trays_per_domain * self.gpus_per_tray
 
+    @property
+    def mixed(self) -> bool:
+        """True when the fleet holds GPUs outside the job's pool."""
+        return self.fleet_gpus is not None and self.fleet_gpus != self.gpus
+
+    def describe(self) -> str:
+        if not self.mixed:
+            return f"fleet {self.name} ({self.gpus} GPUs)"
+        return (f"pool {self.pool} ({self.gpus} of the {self.fleet_gpus} GPUs of fleet "
+                f"{self.name})")
+
     @classmethod
-    def from_spec(cls, spec: FleetSpec) -> FleetShape:
-        shapes: set[tuple[int, int]] = set()
-        domains = 0
-        templates: set[str] = set()
+    def from_spec(cls, spec: FleetSpec, pool: str | None = None) -> FleetShape:
+        per: dict[str, list[tuple[int, int, int]]] = {}  # template -> (domains, trays, gpt)
         for region in spec.regions:
             for group in region.racks:
                 t = get_template(group.template)
-                templates.add(t.name)
                 if t.shape == "nvl72":
-                    shapes.add((t.trays, t.gpus_per_tray))
-                    domains += group.rack_count
+                    per.setdefault(t.name, []).append((group.rack_count, t.trays,
+                                                       t.gpus_per_tray))
                 else:  # an HGX node is its own NVLink domain
-                    shapes.add((1, t.gpus_per_tray))
-                    domains += group.rack_count * (group.nodes_per_rack or t.trays)
+                    per.setdefault(t.name, []).append(
+                        (group.rack_count * (group.nodes_per_rack or t.trays), 1,
+                         t.gpus_per_tray))
+        gpus = {name: sum(d * tr * g for d, tr, g in v) for name, v in per.items()}
+        by_sku: dict[str, list[str]] = {}
+        for name in sorted(per):
+            by_sku.setdefault(get_template(name).gpu, []).append(name)
+        if pool is None:
+            pool = min(per, key=lambda n: (-gpus[n], n))
+        if pool in per:
+            chosen = [pool]
+        elif pool in by_sku:
+            chosen = by_sku[pool]
+        else:
+            raise SimulateError(
+                f"pool {pool!r} is not in fleet {spec.name}; use a rack template "
+                f"({', '.join(sorted(per))}) or a GPU SKU ({', '.join(sorted(by_sku))})")
+        shapes = {(tr, g) for name in chosen for _, tr, g in per[name]}
         if len(shapes) != 1:
             raise SimulateError(
-                f"fleet {spec.name} mixes NVLink domain shapes ({', '.join(sorted(templates))}); "
-                "the simulator runs one job on one shape: simulate each part separately")
+                f"pool {pool} mixes NVLink domain shapes ({', '.join(chosen)}); choose one "
+                "rack template with --pool")
         (trays, gpt), = shapes
+        domains = sum(d for name in chosen for d, _, _ in per[name])
         return cls(name=spec.name, domains=domains, trays_per_domain=trays, gpus_per_tray=gpt,
-                   template=",".join(sorted(templates)))
+                   template=",".join(chosen), pool=pool, fleet_gpus=sum(gpus.values()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,7 +220,7 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
     if units_job > units_fleet:
         raise SimulateError(
             f"job of {config.job_gpus} GPUs needs {units_job} {what} of {gpus_per_unit} GPUs but "
-            f"fleet {fleet.name} has {units_fleet} ({fleet.gpus} GPUs); use --job-gpus "
+            f"{fleet.describe()} has {units_fleet}; use --job-gpus "
             f"<= {units_fleet * gpus_per_unit}")
     free = units_fleet - units_job
     spares = free if config.spare_domains is None else config.spare_domains

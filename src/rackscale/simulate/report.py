@@ -24,8 +24,24 @@ def payload(result: dict[str, Any]) -> dict[str, Any]:
     """The `simulate.run` event payload of docs/contracts.md."""
     keys = ("run_id", "job_gpus", "days", "trials", "seed", "failure_model",
             "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
-            "interruptions_by_cause", "lost_hours_by_cause")
+            "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause",
+            "fleet_gpus", "pool", "pool_gpus")
     return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]}
+
+
+_POINT_KEYS = ("value", "ettr", "goodput", "job_mttf_h", "young_min", "daly_min")
+
+
+def sweep_payload(result: dict[str, Any], *, fleet: str, job_gpus: int, days: float,
+                  trials: int, seed: int) -> dict[str, Any]:
+    """The `simulate.sweep` event payload of docs/contracts.md: what the report's sweep
+    section draws (per point ETTR with its CI), without the per-cause detail of each run."""
+    return {"simulated": True, "fleet": fleet, "param": result["param"],
+            "field": result["field"], "values": list(result["values"]), "job_gpus": job_gpus,
+            "days": days, "trials": trials, "seed": seed,
+            "points": [{k: pt[k] for k in _POINT_KEYS} for pt in result["points"]],
+            "optimum": result["optimum"], "young_min": result["young_min"],
+            "daly_min": result["daly_min"]}
 
 
 def write_csv(sweep: dict[str, Any], path: Path) -> None:

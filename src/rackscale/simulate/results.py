@@ -85,7 +85,11 @@ def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
         "note": SIMULATED,
         "run_id": f"sim-{uuid.uuid4().hex[:12]}",
         "fleet": p.fleet.name,
-        "fleet_gpus": p.fleet.gpus,
+        "fleet_gpus": p.fleet.fleet_gpus or p.fleet.gpus,
+        # The job's pool: one rack template or GPU SKU of a mixed fleet (the whole fleet else).
+        "pool": p.fleet.pool or p.fleet.template,
+        "pool_template": p.fleet.template,
+        "pool_gpus": p.fleet.gpus,
         "job_gpus": c.job_gpus,
         "job_gpus_allocated": p.job_gpus_alloc,
         "align": c.align,

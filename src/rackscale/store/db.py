@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,7 +18,13 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, func, insert, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
@@ -27,7 +35,39 @@ class StoreError(UserError):
     pass
 
 
+class ConcurrentChange(StoreError):
+    """Another process wrote the same rows in the same moment; running again is safe."""
+
+
 DEFAULT_DATA_DIR = "rackscale-data"
+# How long a command waits for another process's SQLite write lock before it gives up with a
+# message (a controller pass holds it for well under a second).
+LOCK_TIMEOUT_ENV = "RACKSCALE_DB_LOCK_TIMEOUT_S"
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+
+
+def mask_secrets(text: str, url: str | None = None) -> str:
+    """`text` with the password of any URL in it (and of `url`, wherever it appears, e.g.
+    inside a driver's message) replaced by ***."""
+    if url:
+        m = _URL_PASSWORD.search(url)
+        if m and m.group(2):
+            text = text.replace(m.group(2), "***")
+    return _URL_PASSWORD.sub(r"\1***\3", text)
+
+
+def lock_timeout_s() -> float:
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV}={raw!r}: give seconds between 0 and 3600")
+    return value
 
 
 def default_db_url() -> str:
@@ -80,7 +120,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # synchronous is durable across process crashes in WAL mode, which is what kill -9 tests.
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={int(lock_timeout_s() * 1000)}")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
@@ -88,44 +128,143 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 class Store:
     """Sessions, the event log and the component inventory over one SQLAlchemy engine."""
 
-    def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
+    def __init__(self, url: str | None = None, *, echo: bool = False,
+                 readonly: bool = False) -> None:
+        """Open the store. `readonly` (inspection commands): create no file, directory or
+        table; a missing SQLite file is an error. Otherwise the database must accept writes,
+        checked now, before a command does work it could not record."""
         self.url = url or default_db_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError:
-            raise StoreError(
-                f"cannot parse database URL {self.url!r}; use sqlite:///PATH or "
-                "postgresql+psycopg://USER@HOST/DB"
-            ) from None
+        self.readonly = readonly
+        parsed = self._parse()
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
             raise StoreError(
-                f"unsupported database {self.dialect!r} in {self.url!r}; rackscale runs on "
-                "sqlite and postgresql"
+                f"unsupported database {self.dialect!r} in {self.safe_url!r}; rackscale runs "
+                "on sqlite and postgresql"
             )
-        if self.dialect == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        file = parsed.database if self.dialect == "sqlite" else None
+        if file in ("", ":memory:") or (file or "").startswith("file:"):
+            file = None
+        if file is not None:
+            self._check_sqlite_file(file)
         try:
             self.engine: Engine = create_engine(self.url, echo=echo, future=True)
         except (NoSuchModuleError, ModuleNotFoundError) as err:
             raise StoreError(
-                f"no database driver for {self.url!r} ({err}); for PostgreSQL install "
-                "rackscale[postgres]"
+                f"no database driver for {self.safe_url!r} ({self._mask(str(err))}); for "
+                "PostgreSQL install rackscale[postgres]"
             ) from None
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.ensure_tables()
+        if not readonly:
+            self._check_writable()
+
+    def _mask(self, text: str) -> str:
+        return mask_secrets(text, self.url)
+
+    def _parse(self) -> Any:
+        try:
+            parsed = make_url(self.url)
+            _ = parsed.port  # a port that is not a number raises here, not at connect
+        except (ArgumentError, ValueError):
+            raise StoreError(
+                f"cannot parse database URL {self._mask(self.url)!r}; use sqlite:///PATH or "
+                "postgresql+psycopg://USER@HOST[:PORT]/DB (the port a number)"
+            ) from None
+        if parsed.port is not None and not 0 < parsed.port < 65536:
+            raise StoreError(f"database URL {self._mask(self.url)!r}: port {parsed.port} is "
+                             "not a TCP port (1-65535)")
+        return parsed
+
+    def _check_sqlite_file(self, file: str) -> None:
+        path = os.path.abspath(file)
+        if os.path.isdir(path):
+            raise StoreError(f"database {path} is a directory; give a file path in --db "
+                             "(sqlite:///DIR/rackscale.db)")
+        if self.readonly:
+            if not os.path.exists(path):
+                raise StoreError(f"no database at {path}; load a fleet first with `rackscale "
+                                 "fleet load`, or point --db / $RACKSCALE_DB at yours")
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"cannot create the directory of database {path} "
+                             f"({err.strerror}); give a writable --db path") from None
 
     def ensure_tables(self) -> None:
-        """Create missing tables (rooms call it again after declaring their own)."""
+        """Create missing tables (rooms call it again after declaring their own). A read-only
+        store creates nothing: inspection must not change what it inspects."""
         try:
+            if self.readonly:
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql("SELECT 1")
+                return
             Base.metadata.create_all(self.engine)
-        except OperationalError as err:
-            raise StoreError(
-                f"cannot open database {self.safe_url}: {err.orig}. Check that the server is "
-                "running and the URL, user and database are right."
-            ) from None
+        except DatabaseError as err:
+            raise self._translate(err) from None
+
+    def _translate(self, err: DatabaseError) -> StoreError:
+        """One clear message for what a database can refuse, with passwords masked."""
+        text = self._mask(str(err.orig))
+        low = text.lower()
+        # A unique key taken between our read and our write, or (SQLite WAL) a write from a
+        # snapshot another writer has moved past (SQLITE_BUSY_SNAPSHOT, 517): a race, not a
+        # broken database.
+        if (isinstance(err, IntegrityError) and "unique" in low) or \
+                getattr(err.orig, "sqlite_errorcode", None) == 517:
+            return ConcurrentChange(
+                f"another process changed {self.safe_url} at the same moment ({text}); "
+                "nothing of this command was written, run it again")
+        if "locked" in low or "busy" in low:
+            return StoreError(
+                f"database {self.safe_url} is locked by another process (waited "
+                f"{lock_timeout_s():g} s, ${LOCK_TIMEOUT_ENV}); retry when it finishes, or "
+                "stop the other rackscale command")
+        if "readonly" in low or "read-only" in low or "read only" in low or \
+                ("unable to open" in low and not self._sqlite_dir_writable()):
+            return StoreError(
+                f"database {self.safe_url} is read-only ({text}); fix its permissions or give "
+                "a writable --db. Nothing was written.")
+        if "no such table" in low:
+            return StoreError(
+                f"database {self.safe_url} holds none of this yet ({text}); load a fleet with "
+                "`rackscale fleet load` and run the command that records it first")
+        if "not a database" in low or "malformed" in low or "file is encrypted" in low:
+            return StoreError(
+                f"{self.safe_url} is not a rackscale database ({text}); give the path of a "
+                "SQLite database, or a new path to create one")
+        return StoreError(
+            f"cannot open database {self.safe_url}: {text}. Check that the server is "
+            "running and the URL, user and database are right."
+        )
+
+    def _sqlite_dir_writable(self) -> bool:
+        """Whether the SQLite file's directory takes new files (WAL mode needs its -wal and
+        -shm files there, so a read-only directory shows as "unable to open")."""
+        file = make_url(self.url).database if self.dialect == "sqlite" else None
+        if not file or file == ":memory:":
+            return True
+        try:
+            with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(file))):
+                return True
+        except OSError:
+            return False
+
+    def _check_writable(self) -> None:
+        """Take the write lock once and release it: a read-only file, directory or mount (or
+        a database locked for longer than the timeout) fails here, before any work."""
+        if self.dialect != "sqlite":
+            return
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS _rackscale_write_probe (x)")
+                conn.exec_driver_sql("ROLLBACK")
+        except DatabaseError as err:
+            raise self._translate(err) from None
 
     @property
     def safe_url(self) -> str:
@@ -133,9 +272,13 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session that commits on success and rolls back on any error."""
-        with self._sessions() as s, s.begin():
-            yield s
+        """A session that commits on success and rolls back on any error. A database that
+        refuses (locked past the timeout, read-only, not a database) is a StoreError."""
+        try:
+            with self._sessions() as s, s.begin():
+                yield s
+        except (OperationalError, IntegrityError) as err:
+            raise self._translate(err) from None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -7,18 +7,21 @@ and logs one event per rack added or removed plus a `fleet.loaded` summary.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, inspect, select, update
 
+from rackscale.fleet.spec import FleetSpec
 from rackscale.fleet.topology import RACK, Topology
-from rackscale.store.db import NewEvent, Store
+from rackscale.store.db import ConcurrentChange, NewEvent, Store, StoreError
 from rackscale.store.schema import ComponentRow, FleetRow
 
 _BATCH = 20_000
+_RACE_RETRIES = 3
 
 
 @dataclass(slots=True)
@@ -63,13 +66,42 @@ def _rows(topo: Topology) -> dict[str, tuple[str, str | None, str, str | None, s
     }
 
 
+class FleetMismatch(StoreError):
+    """The store holds another fleet; loading this one would delete it."""
+
+
 def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
-                  reason: str = "fleet load",
+                  reason: str = "fleet load", replace: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> LoadResult:
-    """Make the inventory match `topo`. `progress(done, total)` is called as rows are written."""
+    """Make the inventory match `topo`. `progress(done, total)` is called as rows are written.
+
+    A store that holds another fleet is left alone unless `replace`: its components would be
+    deleted, and that must be asked for, never a side effect of a typo in a spec's name.
+    Two loads at once are safe: the one that loses the race reads again and finds the rows
+    there (a load is idempotent), so it retries a few times before it reports the race."""
+    for _ in range(_RACE_RETRIES - 1):
+        with contextlib.suppress(ConcurrentChange):
+            return _load_once(store, topo, actor=actor, reason=reason, replace=replace,
+                              progress=progress)
+    return _load_once(store, topo, actor=actor, reason=reason, replace=replace,
+                      progress=progress)
+
+
+def _load_once(store: Store, topo: Topology, *, actor: str, reason: str, replace: bool,
+               progress: Callable[[int, int], None] | None) -> LoadResult:
     want = _rows(topo)
     result = LoadResult(fleet=topo.spec.name, total_components=len(want))
     with store.session() as s:
+        others = [f for f in s.scalars(select(FleetRow)) if f.name != topo.spec.name]
+        if others and not replace:
+            count = s.scalar(select(func.count()).select_from(ComponentRow)) or 0
+            names = ", ".join(sorted(f.name for f in others))
+            raise FleetMismatch(
+                f"{store.safe_url} holds fleet {names} ({count} components); loading fleet "
+                f"{topo.spec.name} would delete them. Pass --replace to replace it (its event "
+                "history is kept), or give another --db for the second fleet")
+        for f in others:
+            s.delete(f)
         have = {
             r.id: (r.kind, r.parent, r.region, r.rack, r.sku)
             for r in s.execute(select(ComponentRow.id, ComponentRow.kind, ComponentRow.parent,
@@ -85,7 +117,7 @@ def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
         result.racks_removed = sorted(c for c in removed if have[c][0] == RACK)
         fleet_row = s.get(FleetRow, topo.spec.name)
         spec = topo.spec.model_dump(mode="json")
-        result.spec_changed = fleet_row is None or fleet_row.spec != spec
+        result.spec_changed = fleet_row is None or fleet_row.spec != spec or bool(others)
         if not result.changed:
             return result
         total = len(added) + len(removed) + len(changed)
@@ -129,3 +161,13 @@ def load_topology(store: Store, topo: Topology, *, actor: str = "rackscale",
             fleet_row.spec = spec
             fleet_row.loaded_at = now
     return result
+
+
+def loaded_spec(store: Store) -> FleetSpec | None:
+    """The fleet most recently loaded into `store` (the one its inventory matches), or None.
+    Commands that take `--fleet` default to it."""
+    if not inspect(store.engine).has_table(FleetRow.__tablename__):
+        return None  # a read-only store that never had a fleet loaded
+    with store.session() as s:
+        row = s.scalars(select(FleetRow).order_by(FleetRow.loaded_at.desc())).first()
+    return None if row is None else FleetSpec.model_validate(row.spec)
