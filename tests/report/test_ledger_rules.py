@@ -467,7 +467,8 @@ def test_goodput_falls_back_to_scheduling_times_runtime(topo):
     assert step.count == 57.6
     assert step.provenance["figure"] == "goodput.scheduling x goodput.runtime"
     assert step.source.endswith("certified GPUs x goodput.scheduling x goodput.runtime 0.400")
-    assert _goodput(topo, goodput={"scheduling": 1.0, "runtime": 1.0}).count == 144.0
+    whole = _goodput(topo, goodput={"scheduling": 1.0, "runtime": 1.0})
+    assert (whole.count, whole.reason) == (144.0, "simulated_goodput")  # 1.0 is in range
     assert _goodput(topo, goodput={"scheduling": 0.9, "runtime": 0.5}).count == 64.8  # 0.45
     assert _goodput(topo, goodput={"scheduling": 2.0, "runtime": 0.6}).reason == \
         "simulate_invalid"
