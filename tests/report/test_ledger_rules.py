@@ -469,6 +469,8 @@ def test_goodput_falls_back_to_scheduling_times_runtime(topo):
     assert step.source.endswith("certified GPUs x goodput.scheduling x goodput.runtime 0.400")
     whole = _goodput(topo, goodput={"scheduling": 1.0, "runtime": 1.0})
     assert (whole.count, whole.reason) == (144.0, "simulated_goodput")  # 1.0 is in range
+    none = _goodput(topo, goodput={"scheduling": 0.0, "runtime": 0.5})
+    assert (none.count, none.reason) == (0.0, "simulated_goodput")  # so is 0.0
     assert _goodput(topo, goodput={"scheduling": 0.9, "runtime": 0.5}).count == 64.8  # 0.45
     assert _goodput(topo, goodput={"scheduling": 2.0, "runtime": 0.6}).reason == \
         "simulate_invalid"
