@@ -12,6 +12,7 @@ from rackscale.checkpoint.config import (
     parse_config,
 )
 from rackscale.checkpoint.errors import (
+    AlreadyCommitted,
     AlreadyExists,
     CheckpointError,
     ConfigError,
@@ -29,7 +30,8 @@ from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
 from rackscale.checkpoint.tiers import Tiers
 
 __all__ = [
-    "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState", "ConfigError",
+    "AlreadyCommitted", "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState",
+    "ConfigError",
     "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo", "ObjectMissing",
     "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle", "SaveReport",
     "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig", "UnknownCheckpoint",

@@ -215,7 +215,7 @@ def probe(
                                      "PyTorch) or twin (seed fleet's first GPUs)."),
     size: int = typer.Option(16 << 20, "--size", min=1024, max=MAX_PROBE_BYTES,
                              help="All-reduce message size, bytes."),
-    world: int = typer.Option(2, "--world", min=2, max=MAX_PROBE_WORLD,
+    world: int = typer.Option(2, "--world", min=1, max=MAX_PROBE_WORLD,
                               help="All-reduce ranks (each one a local process)."),
     as_json: bool = JsonOption,
 ) -> None:

@@ -1,4 +1,4 @@
-"""`rackscale checkpoint ls|show|verify|restore|gc|bench`: the tiered checkpoint store.
+"""`rackscale checkpoint ls|show|verify|restore|gc|import|bench`: the tiered checkpoint store.
 
 Without --config every tier is a directory under ./rackscale-data/checkpoints (the embedded
 default); with --config a YAML/JSON tiers file (S3 endpoints, keys named by env variables).
@@ -289,6 +289,29 @@ def gc_cmd(config: Path | None = ConfigOption,
     if rep.damaged:
         console.print(f"[yellow]kept, manifest damaged (see `checkpoint verify`): "
                       f"{escape(', '.join(rep.damaged))}[/]")
+
+
+@app.command("import")
+def import_cmd(src: Path = typer.Argument(..., metavar="DIR", help="Directory written by "
+                                          "torch's FileSystemWriter (.metadata + *.distcp)."),
+               step: int = typer.Option(..., "--step", help="Training step it holds."),
+               ckpt_id: str | None = typer.Option(None, "--id", metavar="CKPT",
+                                                  help="Checkpoint id; default step-NNNNNNNN."),
+               config: Path | None = ConfigOption, db: str | None = DbOption,
+               json_out: bool = JsonOption) -> None:
+    """Adopt a torch DCP checkpoint: hash and commit it, push it through the tiers."""
+    from rackscale.checkpoint.importer import import_dcp
+
+    t0 = time.perf_counter()
+    rep = import_dcp(_cfg(config, db), src, step, ckpt_id)
+    if json_out:
+        emit_json(rep.as_dict())
+        return
+    console.print(f"imported {escape(str(src))} as {rep.id}: {rep.total_bytes / 2**20:.1f} MiB "
+                  f"in {time.perf_counter() - t0:.2f} s (measured), state {list(rep.states)[-1]}")
+    for k, v in rep.errors.items():
+        console.print(f"  [yellow]{escape(k)}: {escape(v)}[/] (it stays local; `resume()` of "
+                      f"a later saver pushes it)")
 
 
 @app.command("bench")
