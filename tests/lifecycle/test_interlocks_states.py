@@ -8,10 +8,10 @@ import itertools
 
 import pytest
 
-from rackscale.fleet.cooling import CduReading
+from rackscale.fleet import CduReading
 from rackscale.lifecycle.interlocks import (
+    CoolantTier,
     FaultPolicy,
-    Tier,
     coolant_fault,
     flow_ok,
     leak_tier,
@@ -39,19 +39,21 @@ def cdu(flow=200.0, inlet=30.0, valve=True, trays=(), critical=False) -> CduRead
 # --- the coolant-fault response ----------------------------------------------------------------
 
 def test_tiers_escalate_in_order_and_are_distinct():
-    assert [t.name for t in sorted(Tier)] == ["NONE", "WARN", "CAP", "DRAIN", "OFF", "ISOLATE"]
+    assert [t.name for t in sorted(CoolantTier)] == ["NONE", "WARN", "CAP", "DRAIN", "OFF",
+                                                     "ISOLATE"]
     # The lifecycle table stores a rack's fault tier as this integer: the values are a format.
-    assert [int(t) for t in sorted(Tier)] == [0, 1, 2, 3, 4, 5]
-    assert Tier.NONE == 0 and max(Tier.WARN, Tier.ISOLATE) is Tier.ISOLATE
+    assert [int(t) for t in sorted(CoolantTier)] == [0, 1, 2, 3, 4, 5]
+    assert CoolantTier.NONE == 0
+    assert max(CoolantTier.WARN, CoolantTier.ISOLATE) is CoolantTier.ISOLATE
 
 
 def test_fault_policy_due_times_and_deadlines():
     p = FaultPolicy()
-    assert [p.due(t) for t in list(Tier)[1:]] == [0.0, 5.0, 15.0, 30.0, 90.0]
-    assert [p.deadline(t) for t in list(Tier)[1:]] == [5.0, 10.0, 20.0, 35.0, 95.0]
+    assert [p.due(t) for t in list(CoolantTier)[1:]] == [0.0, 5.0, 15.0, 30.0, 90.0]
+    assert [p.deadline(t) for t in list(CoolantTier)[1:]] == [5.0, 10.0, 20.0, 35.0, 95.0]
     assert (p.cap_fraction, p.max_inlet_c, p.period_s) == (0.6, 45.0, 5.0)
     custom = FaultPolicy(warn_s=1, cap_s=2, drain_s=3, off_s=4, isolate_s=6, period_s=0.5)
-    assert [custom.deadline(t) for t in list(Tier)[1:]] == [1.5, 2.5, 3.5, 4.5, 6.5]
+    assert [custom.deadline(t) for t in list(CoolantTier)[1:]] == [1.5, 2.5, 3.5, 4.5, 6.5]
 
 
 def test_fault_policy_is_keyword_only_and_frozen():
@@ -63,7 +65,7 @@ def test_fault_policy_is_keyword_only_and_frozen():
 
 def test_fault_policy_accepts_equal_step_times_and_zero():
     p = FaultPolicy(warn_s=0, cap_s=0, drain_s=0, off_s=0, isolate_s=0)
-    assert p.deadline(Tier.ISOLATE) == 5.0
+    assert p.deadline(CoolantTier.ISOLATE) == 5.0
 
 
 @pytest.mark.parametrize("kw", [{"warn_s": -1.0}, {"cap_s": 20.0}, {"isolate_s": 29.0},
