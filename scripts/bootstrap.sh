@@ -2,7 +2,7 @@
 # Set up a fresh machine for rackscale.
 #   scripts/bootstrap.sh core   -> .venv with the light core (enough for `rackscale demo`)
 #   scripts/bootstrap.sh test   -> also the system services the integration tests run for real
-#                                  (PostgreSQL, Slurm + munge, Chromium) and every Python extra
+#                                  (PostgreSQL, Slurm + munge, Chromium, Prometheus) and every Python extra
 # Idempotent: what is already installed is left alone, so a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ if [ "$mode" = test ]; then
   command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
   command -v munged >/dev/null 2>&1 || need+=(munge)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # scrapes `rackscale serve` in its test
   if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

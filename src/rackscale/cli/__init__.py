@@ -15,6 +15,7 @@ from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
 from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
+from rackscale.cli.serve import serve
 from rackscale.cli.simulate import app as simulate_app
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.add_typer(certify_app, name="certify")
 app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
+app.command("serve")(serve)
 app.command("demo")(demo)
 
 
