@@ -12,7 +12,7 @@ from rackscale import __version__
 from rackscale.server import errors, pages
 from rackscale.server.api import router
 from rackscale.server.config import ServerConfig
-from rackscale.server.errors import ApiError, error_response
+from rackscale.server.errors import error_response
 from rackscale.server.metrics import CONTENT_TYPE, make_registry, render
 from rackscale.server.snapshot import SnapshotCache
 from rackscale.store import Store
@@ -38,17 +38,31 @@ class BodyLimit:
                 if size < 0 or size > self.limit:
                     await self._refuse(scope, receive, send)
                     return
+        # Read the whole (small) body here, so a chunked body over the limit is refused
+        # before the app sees a byte of it; the app then reads it back from the buffer.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        while True:
             msg = await receive()
-            seen += len(msg.get("body", b""))
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
             if seen > self.limit:
-                raise ApiError(413, f"request body over {self.limit} bytes")
-            return msg
+                await self._refuse(scope, receive, send)
+                return
+            if not msg.get("more_body", False):
+                break
+        replayed = False
 
-        await self.app(scope, counted, send)
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         resp = error_response(413, f"request body over {self.limit} bytes (or a bad "
