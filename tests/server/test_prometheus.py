@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -33,19 +34,19 @@ def test_prometheus_scrape_matches_the_api(server: Server, tmp_path: Path) -> No
             {"targets": [target]}]}]}))
     port = free_port()
     assert PROMETHEUS is not None
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-         f"--web.listen-address=127.0.0.1:{port}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "wb"))
+    with open(tmp_path / "prom.log", "wb") as log:
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+             f"--web.listen-address=127.0.0.1:{port}",
+             f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
+            stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline, got = time.monotonic() + 60, []
         while time.monotonic() < deadline and not got:
             assert proc.poll() is None, (tmp_path / "prom.log").read_text()[-2000:]
-            try:
+            with contextlib.suppress(OSError):  # not listening yet
                 got = _query(base, 'up{job="rackscale"} == 1')
-            except OSError:
-                pass
             if not got:
                 time.sleep(0.5)
         assert got, "Prometheus never scraped rackscale serve"
