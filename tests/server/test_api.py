@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -162,25 +160,3 @@ def test_drain_with_token_moves_the_rack_and_records_why(server: Server) -> None
                            token=TOKEN), 409)
     log = server.log.read_text()
     assert TOKEN not in log and "Bearer" not in log
-
-
-def test_serve_refuses_a_token_on_the_command_line(tmp_path) -> None:
-    run = subprocess.run([sys.executable, "-m", "rackscale", "serve", "--db",
-                          f"sqlite:///{tmp_path}/x.db", "--token", TOKEN],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "command line is refused" in run.stderr
-    assert TOKEN not in run.stderr + run.stdout and "Traceback" not in run.stderr
-
-
-@pytest.mark.parametrize("args,needle", [
-    (["--host", "0.0.0.0"], "not a loopback address"),
-    (["--host", "0.0.0.0", "--allow-remote"], "needs a token"),
-])
-def test_serve_refuses_a_non_loopback_host_without_flag_and_token(tmp_path, args: list[str],
-                                                                  needle: str) -> None:
-    env = {"PATH": "/usr/bin:/bin"} | {k: v for k, v in __import__("os").environ.items()
-                                        if k in ("PYTHONPATH", "HOME")}
-    run = subprocess.run([sys.executable, "-m", "rackscale", "serve", "--db",
-                          f"sqlite:///{tmp_path}/x.db", *args], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and needle in run.stderr, run.stderr
