@@ -26,7 +26,7 @@ STEADY = [k for k in FAULT_KINDS if k != "flapping"]
 SCALEOUT = ("bad_cable", "nic_dead")
 IN_RACK = [k for k in STEADY if LEAF not in FAULT_KINDS[k].target_kinds]
 REGION_NAMES = ("us-east", "us-west", "eu-north")
-PROPERTY = settings(max_examples=25, deadline=None, derandomize=True,
+PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -178,14 +178,12 @@ def test_a_cable_on_the_fast_side_of_a_mixed_leaf_is_found() -> None:
 
 
 def test_an_unexplained_shortfall_is_blamed_on_the_scope_holding_the_group() -> None:
-    from rackscale.certify.state import RunState
+    from rackscale.certify.state import holding_scope
 
     topo = _fleet(("a", [("gb200-nvl72", 2)]), ("b", [("hgx-h100", 2)]))
-    st_ = RunState.__new__(RunState)
-    st_.topo = topo
-    assert RunState.scope_of(st_, np.arange(0, 72)) == "a/r01"
-    assert RunState.scope_of(st_, np.arange(0, 144)) == "a"
-    assert RunState.scope_of(st_, np.asarray([0, 150])) == "mixed"  # the whole fleet
+    assert holding_scope(topo, np.arange(0, 72)) == "a/r01"
+    assert holding_scope(topo, np.arange(0, 144)) == "a"
+    assert holding_scope(topo, np.asarray([0, 150])) == "mixed"  # the whole fleet
 
 
 def test_hardware_model_ring_runs_at_its_slowest_link_and_takes_stated_rates() -> None:
@@ -224,3 +222,43 @@ def test_ladder_judges_against_a_runners_stated_link_rates() -> None:
     run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=3, hardware=hw)),
                  hardware=hw).run()
     assert found(run) == [("a/r03/c04/nic2", "bad_cable")]
+
+
+def _lone_fleet() -> Topology:
+    # r01 (VR) and r02 (one HGX node) share a leaf: on rails 0-3 the HGX GPU is the only one
+    # of its link class under it; r03 and r04 (one node each) share the other leaf.
+    return Topology.build(FleetSpec(name="lone", regions=[RegionSpec(name="a", racks=[
+        RackGroup(template="vr-nvl72", count=1),
+        RackGroup(template="hgx-h100", count=3, nodes_per_rack=1)])]))
+
+
+def test_a_gpu_alone_of_its_link_class_under_a_leaf_is_still_tested() -> None:
+    topo = _lone_fleet()
+    clean = certify(topo, [])
+    assert found(clean) == [] and clean.gpus_passed == clean.gpus_total
+    run = certify(topo, [Fault(target="a/r02/n01/nic1", kind="bad_cable", severity=0.5)])
+    assert found(run) == [("a/r02/n01/nic1", "bad_cable")]
+
+
+def test_certify_run_cli_on_a_mixed_fleet_with_coolant_fault(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rackscale.cli import app
+
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text("name: mixed\nregions:\n  - name: gb\n    racks: [{template: gb200-nvl72, "
+                    "count: 2}]\n  - name: hx\n    racks: [{template: hgx-h100, count: 2}]\n")
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("faults:\n  - {target: gb/r02/cdu, kind: coolant_flow_low, "
+                      "severity: 0.5}\n")
+    common = ["--fleet", str(spec), "--db", f"sqlite:///{tmp_path}/r.db", "--out",
+              str(tmp_path / "f.jsonl"), "--json"]
+    clean = CliRunner().invoke(app, ["certify", "run", *common])
+    assert clean.exit_code == 0, clean.output
+    summary = json.loads(clean.stdout)
+    assert (summary["findings"], summary["gpus_healthy"]) == ([], 208), summary
+    hot = CliRunner().invoke(app, ["certify", "run", *common, "--faults", str(faults)])
+    assert hot.exit_code == 1, hot.output  # exit 1: something failed, and no traceback
+    assert json.loads(hot.stdout)["gpus_healthy"] == 208 - 72

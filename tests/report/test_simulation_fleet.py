@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from rackscale.cli import app
 from rackscale.fleet import Topology
+from rackscale.report import validate_document
 from rackscale.store import Store
 
 from .events import simulate
@@ -47,6 +48,7 @@ def test_another_fleets_simulation_is_not_applied_and_says_so(fleet_store: Store
     assert "'other-fleet', not of 'seed-504'" in warning
     assert "warning: the newest simulate.run" in terminal and "other-fleet" in terminal
     assert "other-fleet" in html and "not of" in html
+    validate_document(doc)
 
 
 def test_own_simulation_is_used_when_a_newer_one_is_of_another_fleet(

@@ -27,6 +27,9 @@ import numpy as np
 from rackscale.certify.verdict import MAD_TO_SIGMA, Baseline
 from rackscale.fleet import Fabric, HardwareModel
 
+# Spec floors of all-reduce bus bandwidth as a share of nominal link rate, used where too few
+# groups exist to learn from: 80% of one-direction NVLink, 90% of NIC line rate.
+SPEC_EFFICIENCY: dict[Fabric, float] = {"nvlink": 0.8, "scaleout": 0.9}
 MIN_SAMPLES = 5  # groups needed for a median/MAD baseline
 DEFAULT_SIGMA = 0.01  # relative spread assumed where too few groups exist to measure it
 Basis = Literal["class", "pooled", "spec", "few", "none"]

@@ -3,6 +3,10 @@ multi-rack (NVLink off, then on). A stage runs only on what passed the stage bel
 
     run = Ladder(topo, TwinBackend(TwinHardware(topo, faults, seed=7))).run()
     run.findings, run.summary()
+
+Every group test is judged against what the fleet's hardware model (`fleet.HardwareModel`:
+link rates from the SKU specs by default) predicts for its members; a runner whose links run
+at other stated rates passes its own model: `Ladder(topo, backend, hardware=model)`.
 """
 
 from __future__ import annotations

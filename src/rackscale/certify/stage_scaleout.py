@@ -33,7 +33,8 @@ def run_stage_multirack(st: RunState) -> None:
         return
     for g in groups:
         st.ran[4][g] = True
-    st.ok[np.setdiff1d(gpus, np.concatenate(groups))] = False
+    lone = np.setdiff1d(gpus, np.concatenate(groups))
+    st.ok[lone] = False  # until paired with a known-good GPU below
     st.note(4, f"NVLink-off all-reduce on {len(groups)} leaf rings")
     try:
         j, s = st.judge_groups("scaleout_allreduce", groups, learn=True)
@@ -60,6 +61,8 @@ def run_stage_multirack(st: RunState) -> None:
         failed_gpus = [_blame(st, sp, groups, ring_of, j, on_rel) for sp in suspects]
         if failed_gpus:
             st.ok[np.concatenate(failed_gpus)] = False
+        _lone_gpus(st, lone, good, {int(topo.gpu_leaf[groups[i][0]]) for i in
+                                    np.flatnonzero(~j.failed)})
         _spine_rings(st)
         _nvlink_on(st)
     except ProbeFailed as err:
@@ -113,6 +116,45 @@ def _blame(st: RunState, sp: Suspect, groups: list[np.ndarray], ring_of: dict[in
         else:
             st.finding_outcome(leaf, kind, 4, sp.outcome, compare)
     return groups[ring]
+
+
+def _lone_gpus(st: RunState, lone: np.ndarray, good: dict[tuple[int, int, int], int],
+               passed_leaves: set[int]) -> None:
+    """A GPU alone of its link class under its leaf on its rail has no ring: pair it with a
+    known-good GPU of its rail and class (its region's, else another's). A short pair names
+    its NIC when another ring under the same leaf passed (the leaf is fine), else the leaf
+    cannot be told from the cable: unlocalized on the leaf."""
+    topo = st.topo
+    anywhere = {(rail, cls): g for (_, rail, cls), g in sorted(good.items())}
+    pairs, who = [], []
+    for g in lone.tolist():
+        key = _rail_class(st, g)
+        ref = good.get(key, anywhere.get(key[1:]))
+        if ref is not None:
+            pairs.append(np.asarray([g, ref]))
+            who.append(g)
+    if not pairs:
+        return
+    st.note(4, f"{len(pairs)} GPUs alone of their link class under a leaf: paired")
+    j, s = st.judge_groups("scaleout_allreduce", pairs, learn=False)
+    st.ran[4][who] = True
+    st.ok[who] = True
+    for i, g in enumerate(who):
+        if not j.failed[i]:
+            continue
+        st.ok[g] = False
+        out = st.outcome(j, i, s)
+        ev = {"fabric": "scaleout", "paired_with": topo.gpu_ids[int(pairs[i][1])]}
+        leaf = int(topo.gpu_leaf[g])
+        if leaf in passed_leaves:
+            kind = "nic_dead" if out.fail_rel <= DOWN_REL else "bad_cable"
+            st.finding_outcome(topo.ids[int(topo.gpu_nic[g])], kind, 4, out,
+                               ev | {"gpu": topo.gpu_ids[g]})
+        else:
+            st.findings.append(Finding(component=topo.leaves[leaf], kind="unlocalized",
+                                       stage=4, confidence=0.5, evidence=ev | {
+                                           "note": "the only GPU under this leaf on its rail"
+                                           " is short: its cable or the leaf"}))
 
 
 def _spine_rings(st: RunState) -> None:

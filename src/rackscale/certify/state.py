@@ -23,9 +23,6 @@ STAGES = (1, 2, 3, 4)
 # The collective probes and the fabric each one exercises (NVLink on / off).
 PROBE_FABRIC: dict[str, Fabric] = {"nvlink_allreduce": "nvlink",
                                    "scaleout_allreduce": "scaleout"}
-# Spec floors of all-reduce bus bandwidth as a share of nominal link rate, used where too few
-# groups exist to learn from: 80% of one-direction NVLink, 90% of NIC line rate.
-SPEC_EFFICIENCY: dict[Fabric, float] = {"nvlink": 0.8, "scaleout": 0.9}
 
 
 class LadderConfigError(UserError):
@@ -68,6 +65,16 @@ def split_by(values: np.ndarray, keys: np.ndarray, min_size: int = 2,
     return uniq[keep], [parts[i] for i in keep]
 
 
+def holding_scope(topo: Topology, gpus: np.ndarray) -> str:
+    """The smallest scope holding every GPU of a group: the component a shortfall that no
+    single part explains is blamed on (its rack, its region, else the fleet)."""
+    racks = np.unique(topo.gpu_rack[gpus])
+    if len(racks) == 1:
+        return topo.racks[int(racks[0])].id
+    regions = np.unique(topo.gpu_region[gpus])
+    return topo.regions[int(regions[0])] if len(regions) == 1 else topo.spec.name
+
+
 @dataclass(slots=True)
 class RunState:
     topo: Topology
@@ -105,14 +112,7 @@ class RunState:
         return self.model.gpu_spec(attr, gpus)
 
     def scope_of(self, gpus: np.ndarray) -> str:
-        """The smallest scope holding every GPU of a group: the component a shortfall that
-        no single part explains is blamed on (its rack, its region, else the fleet)."""
-        topo = self.topo
-        racks = np.unique(topo.gpu_rack[gpus])
-        if len(racks) == 1:
-            return topo.racks[int(racks[0])].id
-        regions = np.unique(topo.gpu_region[gpus])
-        return topo.regions[int(regions[0])] if len(regions) == 1 else topo.spec.name
+        return holding_scope(self.topo, gpus)
 
     def sample(self, probe: str, scope: Scope, n: int) -> Sampled:
         return self.campaign.sample(self.registry.create(probe, self.backend), scope, n)
@@ -153,7 +153,7 @@ class RunState:
         """Bus bandwidth each group should reach: the hardware model on the learned rates."""
         g = Groups.of(groups)
         return expect.expected(self.model, self.learned, g.flat, g.offsets, nvlink=nvlink,
-                               spec_eff=SPEC_EFFICIENCY).reference
+                               spec_eff=expect.SPEC_EFFICIENCY).reference
 
     def judge_groups(self, probe: str, groups: list[np.ndarray], *, learn: bool,
                      ) -> tuple[Judgement, Sampled]:
@@ -167,9 +167,9 @@ class RunState:
         if learn:
             med = repeat_median(s.samples, s.error_mask)
             self.learned[fabric] = expect.learn(
-                self.model, fabric, g.flat, g.offsets, med, spec_eff=SPEC_EFFICIENCY[fabric])
+                self.model, fabric, g.flat, g.offsets, med, spec_eff=expect.SPEC_EFFICIENCY[fabric])
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
-                             nvlink=fabric == "nvlink", spec_eff=SPEC_EFFICIENCY)
+                             nvlink=fabric == "nvlink", spec_eff=expect.SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, THRESHOLDS[probe]), s
 
     def tester(self, probe: str) -> Tester:
