@@ -109,8 +109,16 @@ def health(request: Request) -> dict[str, Any]:
     return {"status": "ok", "seq": request.app.state.cache.newest_seq()}
 
 
+def _briefs(snap: Snapshot) -> list[dict[str, Any]]:
+    return [_rack_brief(r) for r in snap.racks]
+
+
 @router.get("/summary", summary="Fleet summary: GPUs by lifecycle state, region and SKU")
 def summary(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
+    return snap.derived("summary", _summary)  # type: ignore[no-any-return]
+
+
+def _summary(snap: Snapshot) -> dict[str, Any]:
     by_state: dict[str, int] = {}
     for (state, _r, _s), n in snap.gpu_counts.items():
         by_state[state] = by_state.get(state, 0) + n
@@ -135,9 +143,9 @@ def summary(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
 def racks(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: int = LimitQ,
           region: str | None = Query(None, max_length=64),
           state: str | None = Query(None, max_length=32)) -> dict[str, Any]:
-    rows = [r for r in snap.racks if (region is None or r["region"] == region)
-            and (state is None or r["state"] == state)]
-    return page([_rack_brief(r) for r in rows], offset, limit)
+    rows = [r for r in snap.derived("briefs", _briefs)
+            if (region is None or r["region"] == region) and (state is None or r["state"] == state)]
+    return page(rows, offset, limit)
 
 
 @router.get("/racks/{rack_id:path}", summary="One rack: trays, findings and history")
@@ -211,6 +219,10 @@ def ledger(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
 
 @router.get("/live", summary="Small change feed the dashboard polls")
 def live(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
+    return snap.derived("live", _live)  # type: ignore[no-any-return]
+
+
+def _live(snap: Snapshot) -> dict[str, Any]:
     return {"seq": snap.seq, "racks": {r["id"]: {"state": r["state"],
                                                  "usable_gpus": r["usable_gpus"]}
                                        for r in snap.racks}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,14 @@ class Snapshot:
     rack_index: dict[str, int]
     # (lifecycle state, region, sku) -> GPUs; a GPU's state is its tray's
     gpu_counts: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Derived views (rack briefs, the summary) computed once per snapshot, not per request:
+    # a 1,778-rack fleet is then a list slice per page.
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    def derived(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
+        if key not in self.memo:
+            self.memo[key] = build(self)  # a race only builds the same value twice
+        return self.memo[key]
 
     @property
     def fleet(self) -> str:
