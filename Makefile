@@ -16,6 +16,7 @@ demo: install
 
 test: install-test
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 # Benchmarks print ratios against a baseline measured in the same run; figures go to

@@ -22,6 +22,9 @@ if [ "$mode" = test ]; then
   command -v munged >/dev/null 2>&1 || need+=(munge)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # scrapes `rackscale serve` in its test
+  # the lab: ip and tc for namespaces, veths, bridges and shaping; setpriv for the no-root test
+  command -v tc >/dev/null 2>&1 || need+=(iproute2)
+  command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
   if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

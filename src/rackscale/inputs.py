@@ -50,7 +50,7 @@ def read_text(path: str | os.PathLike[str], what: str, *,
         with open(p, "rb") as fh:
             raw = fh.read(max_bytes + 1)
     except FileNotFoundError:
-        raise error(f"{p}: no such file; give the path of a {what} file") from None
+        raise error(f"{p}: cannot read it: no such file; give the path of a {what} file") from None
     except OSError as err:
         raise error(f"{p}: cannot read it ({err.strerror})") from None
     return decode_text(raw, p, what, error=error)

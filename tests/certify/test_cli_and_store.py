@@ -110,7 +110,7 @@ def test_probe_that_raises_becomes_a_fail_finding() -> None:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     reg: ProbeRegistry = PROBES.copy()
-    reg._makers["hbm"] = Broken  # type: ignore[assignment]
+    reg.add("hbm", Broken, replace=True)  # type: ignore[arg-type]
     run = Ladder(topo, TwinBackend(TwinHardware(topo, seed=1)), registry=reg).run()
     assert [(f.kind, f.stage) for f in run.findings] == [("probe_error", 1)]
     assert "illegal memory access" in run.findings[0].evidence["error"]

@@ -13,19 +13,23 @@ from pathlib import Path
 
 
 def test_two_demos_at_once_in_one_directory(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-m", "rackscale", "demo"], cwd=tmp_path,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
-    outs = []
-    deadline = time.monotonic() + 400
+    work = tmp_path / "work"
+    work.mkdir()
+    procs = []
+    for i in range(2):
+        # Output to files, not pipes: a demo blocked on a full pipe would hold the lock.
+        out, err = (tmp_path / f"out{i}").open("w"), (tmp_path / f"err{i}").open("w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "rackscale", "demo"], cwd=work,
+                                      env=dict(os.environ), stdout=out, stderr=err))
+    deadline = time.monotonic() + 600
     for p in procs:
-        out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        outs.append((p.returncode, out, err))
-    for rc, out, err in outs:
-        assert rc == 0, (out[-3000:], err[-3000:])
+        p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    outs = [((tmp_path / f"out{i}").read_text(), (tmp_path / f"err{i}").read_text())
+            for i in range(2)]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, (out[-3000:], err[-3000:])
         assert "Traceback" not in err, err[-3000:]
         assert "demo finished" in out
-    # One of them found the other running and said so (they started together).
-    assert any("another `rackscale demo` is running" in err for _, _, err in outs)
-    assert not list((tmp_path / "rackscale-data").glob("*.tmp"))
+    # They started together, so one found the other running and said it waits.
+    assert any("another `rackscale demo` is running" in err for _, err in outs)
+    assert not list((work / "rackscale-data").glob("*.tmp"))

@@ -39,8 +39,8 @@ def available() -> str | None:
 
 
 @contextmanager
-def slurm_cluster(root: Path, nodes: list[str]) -> Iterator[Path]:
-    """Yields the slurm.conf path; every node is up and idle when it yields."""
+def slurm_cluster(root: Path, nodes: list[str], cpus: int = 1) -> Iterator[Path]:
+    """Yields the slurm.conf path; every node (`cpus` CPUs) is up and idle when it yields."""
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)
     procs: list[subprocess.Popen] = []
@@ -74,7 +74,7 @@ def slurm_cluster(root: Path, nodes: list[str]) -> Iterator[Path]:
         "SlurmctldTimeout=30", "SlurmdTimeout=30",
     ]
     for n, p in zip(nodes, node_ports, strict=True):
-        lines.append(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 "
+        lines.append(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs={cpus} "
                      f"RealMemory=64 Feature=rackscale State=UNKNOWN")
     lines.append("PartitionName=test Nodes=ALL Default=YES State=UP MaxTime=INFINITE")
     conf.write_text("\n".join(lines) + "\n")

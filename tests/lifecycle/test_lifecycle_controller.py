@@ -10,11 +10,11 @@ from rackscale.errors import UserError
 from rackscale.lifecycle import (
     RACK_TRANSITIONS,
     TRAY_TRANSITIONS,
+    CoolantTier,
     EvidenceMissing,
     FaultPolicy,
     IllegalTransition,
     RackState,
-    Tier,
     TrayState,
     set_goal,
     state_of,
@@ -89,7 +89,8 @@ def test_coolant_fault_tiers_meet_deadlines(rig: Rig) -> None:
         for e in rig.store.events(component_id="b/r01", kind="lifecycle.interlock"):
             seen.setdefault(e.payload["action"], e.payload["at"] - t0)
         rig.clock.advance(pol.period_s)
-    for tier in (Tier.WARN, Tier.CAP, Tier.DRAIN, Tier.OFF, Tier.ISOLATE):
+    for tier in (CoolantTier.WARN, CoolantTier.CAP, CoolantTier.DRAIN, CoolantTier.OFF,
+                 CoolantTier.ISOLATE):
         assert seen[tier.name.lower()] <= pol.deadline(tier), seen
     assert seen["cap"] < seen["drain"] < seen["off"] < seen["isolate"]
     tos = [e.payload["to"] for e in rig.store.events(component_id="b/r01",

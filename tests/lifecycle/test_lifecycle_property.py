@@ -26,10 +26,10 @@ from rackscale.errors import UserError
 from rackscale.lifecycle import (
     RACK_TRANSITIONS,
     TRAY_TRANSITIONS,
+    CoolantTier,
     LifecycleRow,
     RackState,
     SimPowerDriver,
-    Tier,
     TrayState,
     flow_ok,
     set_goal,
@@ -236,9 +236,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             start = self.fault_start.get(rid)
             if start is not None:
                 age = now - start
-                if age >= self.pol.deadline(Tier.CAP):
+                if age >= self.pol.deadline(CoolantTier.CAP):
                     assert rid in plant.caps or not on, f"{rid}: no power cap {age:.1f}s in"
-                if age >= self.pol.deadline(Tier.OFF):
+                if age >= self.pol.deadline(CoolantTier.OFF):
                     assert not on, f"{rid}: still powered {age:.1f}s into a coolant fault"
 
     @invariant()

@@ -24,11 +24,11 @@ from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     INTERLOCK,
     Controller,
+    CoolantTier,
     CoolingDriver,
     FaultPolicy,
     SimPlant,
     SimPowerDriver,
-    Tier,
     set_goal,
     state_of,
 )
@@ -130,7 +130,8 @@ def test_fault_appearing_later_gets_tiered_load_shed(make: Maker) -> None:
         for e in rig.store.events(component_id=SICK, kind=INTERLOCK):
             seen.setdefault(e.payload["action"], e.payload["at"] - t0)
         rig.clock.advance(pol.period_s)
-    for tier in (Tier.WARN, Tier.CAP, Tier.DRAIN, Tier.OFF, Tier.ISOLATE):
+    for tier in (CoolantTier.WARN, CoolantTier.CAP, CoolantTier.DRAIN, CoolantTier.OFF,
+                 CoolantTier.ISOLATE):
         assert seen[tier.name.lower()] <= pol.deadline(tier), seen
     assert seen["cap"] < seen["drain"] < seen["off"] < seen["isolate"]
     tos = [e.payload["to"] for e in rig.store.events(component_id=SICK,

@@ -1,11 +1,10 @@
-"""report.json against its published schema; report.html self-contained; build time."""
+"""report.json against its published schema; report.html self-contained."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
-import time
 from pathlib import Path
 
 import jsonschema
@@ -35,11 +34,9 @@ def test_schema_is_published_in_the_repo_and_is_valid() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
-def test_report_json_validates_and_build_is_quick(full_store: Store, tmp_path: Path) -> None:
-    t0 = time.perf_counter()
+def test_report_json_validates(full_store: Store, tmp_path: Path) -> None:
+    # Build speed is a benchmark (bench/), not a timed test: a loaded CI machine is no clock.
     built = build_report(full_store, tmp_path / "out")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0, f"report build took {elapsed:.2f} s for the seed fleet"
     # strict JSON: the simulated run's infinite MTBF became null, not `Infinity`
     doc = json.loads(built.json_path.read_text(),
                      parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))

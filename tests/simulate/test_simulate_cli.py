@@ -145,8 +145,9 @@ def test_bad_sweep_input_exits_2(tmp_path, args, message):
 
 def test_oversized_run_is_refused_before_allocating(tmp_path):
     fleet = tmp_path / "big.yaml"
-    fleet.write_text("name: big\nregions:\n  - name: a\n    racks: [{template: vr-nvl72, "
-                     "count: 2000}]\n")
+    # max_gpus: past the default fleet-size cap on purpose, to reach the memory check
+    fleet.write_text("name: big\nmax_gpus: 144000\nregions:\n  - name: a\n    racks: "
+                     "[{template: vr-nvl72, count: 2000}]\n")
     res = runner.invoke(app, ["simulate", "run", "--fleet", str(fleet), "--trials", "5000"])
     assert res.exit_code == 2
     assert "too much memory" in res.output

@@ -18,8 +18,12 @@ _EXPORTS = {
     "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",
     "LadderConfig": "state", "LadderConfigError": "state", "THRESHOLDS": "verdict",
     "Baseline": "verdict", "Thresholds": "verdict", "fleet_baseline": "verdict",
-    "judge": "verdict", "STAGE_NAMES": "stages", "UnknownStage": "stages",
-    "parse_stages": "stages",
+    "judge": "verdict", "TorchBackend": "torch_backend", "STAGE_NAMES": "stages",
+    "UnknownStage": "stages", "parse_stages": "stages",
+    "SHARED_CPU_THRESHOLDS": "verdict", "RunnerBackend": "runners", "LocalRunner": "runners",
+    "Placement": "runners", "Runner": "runners", "RunnerError": "runners",
+    "loopback_placement": "runners", "placement_from_places": "runners",
+    "SlurmRunner": "runners.slurm",
 }
 __all__ = sorted(_EXPORTS)
 

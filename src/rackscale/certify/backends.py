@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from rackscale.certify.measure import BackendName, Groups, Timed
+from rackscale.certify.measure import Groups, Timed
 from rackscale.faults import TwinHardware
+from rackscale.provenance import Provenance
 
 
 class TwinBackend:
-    name: BackendName = "twin"
+    name: Provenance = Provenance.TWIN
     gemm_n = 16384
     copy_bytes = 4 << 30
 

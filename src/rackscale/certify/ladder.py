@@ -26,13 +26,14 @@ from rackscale.certify.probes import PROBES, ProbeRegistry
 from rackscale.certify.stage_gpu import run_stage_gpu
 from rackscale.certify.stage_nvlink import run_stage_domain, run_stage_tray
 from rackscale.certify.stage_scaleout import run_stage_multirack
-from rackscale.certify.state import LadderConfig, RunState
-from rackscale.fleet import COMPUTE_TRAY, NODE, HardwareModel, Topology
+from rackscale.certify.state import LadderConfig, LadderConfigError, RunState
+from rackscale.fleet import COMPUTE_TRAY, NODE, RACK, REGION, HardwareModel, Topology
+from rackscale.provenance import Provenance
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
 }
-RACK_PARTS = ("cdu", "switch_tray", "power_shelf", "rack")
+SCOPE_KINDS = (REGION, RACK, COMPUTE_TRAY, NODE)  # what `--scope` may name
 
 
 @dataclass(slots=True, kw_only=True)
@@ -78,8 +79,8 @@ class CertifyRun:
             "gpus_clear": self.gpus_healthy, "gpus_healthy": self.gpus_healthy,
             "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
-            "fabric": self.fabric,
-            "simulated" if self.backend == "twin" else "measured": True,
+            "fabric": self.fabric, "scope": self.config.scope,
+            Provenance(self.backend).basis: True,
         }
 
 
@@ -104,14 +105,17 @@ class Ladder:
                       campaign=Campaign(repeats=cfg.repeats, soak_s=cfg.soak_s),
                       model=self.hardware,
                       registry=self.registry, progress=progress)
+        in_scope = self._scope_mask()
+        st.ok &= in_scope  # day-2: only the repaired rack or tray is certified
         for stage in cfg.stages:
             STAGE_FUNCS[stage](st)
         findings = sorted(st.findings, key=lambda f: (f.stage, f.component, f.kind))
         return CertifyRun(
             run_id=uuid.uuid4().hex[:12], backend=self.backend.name, fleet=self.topo.spec.name,
             seed=self.seed, faults_file=self.faults_file, config=cfg, findings=findings,
-            results=self._results(st, findings), gpus_total=len(self.topo.gpu_ids),
-            gpus_healthy=self._healthy(findings), gpus_passed=self._passed(st),
+            results=self._results(st, findings), gpus_total=int(in_scope.sum()),
+            gpus_healthy=int((self._healthy_mask(findings) & in_scope).sum()),
+            gpus_passed=self._passed(st),
             campaign=st.campaign, warns=st.warns, wall_s=time.perf_counter() - t0,
             fabric=st.fabric,
         )
@@ -122,7 +126,22 @@ class Ladder:
             ok &= st.passed[s]
         return int(ok.sum())
 
-    def _healthy(self, findings: list[Finding]) -> int:
+    def _scope_mask(self) -> np.ndarray:
+        """The GPUs this run certifies: all, or those of `config.scope` (a region, rack or
+        tray/node id)."""
+        topo, scope = self.topo, self.config.scope
+        mask = np.zeros(len(topo.gpu_ids), bool)
+        if scope is None:
+            mask[:] = True
+            return mask
+        kind = topo.kinds[topo.idx(scope)]
+        if kind not in SCOPE_KINDS:
+            raise LadderConfigError(f"--scope {scope} is a {kind}; certify a region, rack or "
+                                    f"tray: one of {', '.join(SCOPE_KINDS)}")
+        mask[topo.affected_gpus(scope)] = True
+        return mask
+
+    def _healthy_mask(self, findings: list[Finding]) -> np.ndarray:
         """GPUs outside every finding's blast radius."""
         bad = np.zeros(len(self.topo.gpu_ids), bool)
         for f in findings:
@@ -130,26 +149,23 @@ class Ladder:
                 bad[self.topo.affected_gpus(f.component)] = True
             else:
                 bad[:] = True  # a probe that failed fleet-wide certifies nothing
-        return int((~bad).sum())
+        return ~bad
 
     def _results(self, st: RunState, findings: list[Finding]) -> list[ComponentResult]:
         """Per tray/node and per rack: verdict and the stages all its GPUs passed."""
         topo = self.topo
         stages = self.config.stages
         in_tray: dict[int, list[str]] = {}
-        in_rack: dict[int, list[str]] = {}
+        in_rack: dict[str, list[str]] = {}
         external: dict[int, list[str]] = {}  # findings outside the tray touching its GPUs
         for f in findings:
             if f.component not in topo.index:
                 continue
-            i = topo.index[f.component]
-            kind = topo.kinds[i]
-            r = topo.rack_of[i]
-            if kind in ("gpu", "nic", "cpu", "dpu", "nvswitch", COMPUTE_TRAY, NODE):
-                tray = i if kind in (COMPUTE_TRAY, NODE) else topo.parents[i]
-                in_tray.setdefault(tray, []).append(f.component)
-            elif r >= 0:
-                in_rack.setdefault(r, []).append(f.component)
+            holder = topo.holder(f.component)
+            if holder.tray is not None:
+                in_tray.setdefault(topo.index[holder.tray], []).append(f.component)
+            elif holder.rack is not None:
+                in_rack.setdefault(holder.rack, []).append(f.component)
             else:
                 for g in topo.affected_gpus(f.component):
                     external.setdefault(int(topo.gpu_tray[g]), []).append(f.component)
@@ -166,7 +182,7 @@ class Ladder:
         for rack in topo.racks:
             trays = np.arange(np.searchsorted(tray_rack, rack.index),
                               np.searchsorted(tray_rack, rack.index, side="right"))
-            rack_bad = in_rack.get(rack.index, [])
+            rack_bad = in_rack.get(rack.id, [])
             trays_failed = 0
             for t in trays:
                 tray = int(tray_of[t])

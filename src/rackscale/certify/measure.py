@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
-BackendName = Literal["twin", "real"]
+from rackscale.provenance import Provenance
+
+# The old name of a backend's provenance, kept for code written against it (the runners).
+BackendName = Provenance
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,7 @@ class Timed:
 class Measurement:
     probe: str
     unit: str
-    backend: BackendName
+    backend: Provenance  # which backend answered: the twin or real hardware
     values: np.ndarray  # one figure per scope element (NaN where it errored)
     errors: dict[int, str] = field(default_factory=dict)
     extra: dict[str, np.ndarray] = field(default_factory=dict)
@@ -82,13 +85,14 @@ class Measurement:
 
     @property
     def source(self) -> str:
-        return "measured" if self.backend == "real" else "simulated"
+        return Provenance(self.backend).basis
 
 
 class Backend(Protocol):
-    """Where probes run: the digital twin or real hardware through PyTorch."""
+    """Where probes run: the digital twin or real hardware through PyTorch. Its `name` is its
+    provenance, what every figure it answers is labelled with."""
 
-    name: BackendName
+    name: Provenance
     gemm_n: int  # matrix size the backend's GEMM probe uses by default
     copy_bytes: int  # buffer size of its memory-bandwidth probe
 

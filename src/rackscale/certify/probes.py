@@ -14,10 +14,10 @@ from typing import Protocol
 import numpy as np
 
 from rackscale.certify.measure import Backend, Measurement, Scope
-from rackscale.errors import UserError
+from rackscale.registry import Registry, UnknownName
 
 
-class UnknownProbe(UserError):
+class UnknownProbe(UnknownName):
     pass
 
 
@@ -31,36 +31,18 @@ class Probe(Protocol):
     def run(self, scope: Scope) -> Measurement: ...
 
 
-class ProbeRegistry:
-    """Probe makers by name. Tests build their own registry; `PROBES` is the default one."""
+ProbeMaker = Callable[[Backend], Probe]
+
+
+class ProbeRegistry(Registry[ProbeMaker]):
+    """Probe makers by name. Tests build their own registry (`PROBES.copy()`) or register an
+    example inside `PROBES.scoped()`; `PROBES` is the default one."""
 
     def __init__(self) -> None:
-        self._makers: dict[str, Callable[[Backend], Probe]] = {}
-
-    def register(self, name: str) -> Callable[[Callable[[Backend], Probe]],
-                                              Callable[[Backend], Probe]]:
-        def deco(maker: Callable[[Backend], Probe]) -> Callable[[Backend], Probe]:
-            if name in self._makers:
-                raise ValueError(f"probe {name!r} is registered twice")
-            self._makers[name] = maker
-            return maker
-        return deco
-
-    def names(self) -> list[str]:
-        return list(self._makers)
+        super().__init__("probe", error=UnknownProbe)
 
     def create(self, name: str, backend: Backend) -> Probe:
-        try:
-            maker = self._makers[name]
-        except KeyError:
-            raise UnknownProbe(f"unknown probe {name!r}; valid probes: "
-                               f"{', '.join(self._makers)}") from None
-        return maker(backend)
-
-    def copy(self) -> ProbeRegistry:
-        out = ProbeRegistry()
-        out._makers = dict(self._makers)
-        return out
+        return self[name](backend)
 
 
 PROBES = ProbeRegistry()

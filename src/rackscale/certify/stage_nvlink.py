@@ -15,7 +15,8 @@ from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Outcome, bisect
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
-from rackscale.certify.verdict import THRESHOLDS, Baseline, judge
+from rackscale.certify.verdict import Baseline, judge
+from rackscale.faults import NVLINK_PORT_DOWN, NVLINK_SWITCH_DEGRADED, NVLINK_SWITCH_DOWN
 
 
 def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
@@ -34,11 +35,11 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     valid = np.isfinite(flat).all(axis=0)
     bl = Baseline(np.repeat(ref, npl), np.full(nd * npl, 0.01), "median plane of the domain")
     j = judge(np.where(valid, flat, 1.0), np.zeros_like(flat, bool), {}, bl,
-              THRESHOLDS["nvlink_plane"])
+              st.config.thresholds["nvlink_plane"])
     explained: set[int] = set()
     for pos in np.flatnonzero(j.failed & valid):
         d, k = divmod(int(pos), npl)
-        kind = "nvlink_switch_down" if j.fail_rel(pos) <= DOWN_REL else "nvlink_switch_degraded"
+        kind = NVLINK_SWITCH_DOWN if j.fail_rel(pos) <= DOWN_REL else NVLINK_SWITCH_DEGRADED
         st.finding_from(topo.domain_switches[int(d_arr[d])][k], kind, stage, j, int(pos),
                         "GB/s", s.source, {"fabric": "nvlink", "domain": topo.domains[
                             int(d_arr[d])]})
@@ -54,7 +55,7 @@ def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int
     for sp in suspects:
         g = int(sp.members[0])
         if sp.kind == "member":
-            st.finding_outcome(st.topo.gpu_ids[g], "nvlink_port_down", stage, sp.outcome,
+            st.finding_outcome(st.topo.gpu_ids[g], NVLINK_PORT_DOWN, stage, sp.outcome,
                                {"fabric": "nvlink", "trail": sp.trail})
         else:
             domains.append(int(st.topo.gpu_domain[g]))

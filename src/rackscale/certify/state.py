@@ -14,7 +14,7 @@ from rackscale.certify.findings import Finding
 from rackscale.certify.localize import Outcome, Tester
 from rackscale.certify.measure import Backend, Groups, Scope
 from rackscale.certify.probes import PROBES, ProbeRegistry
-from rackscale.certify.verdict import THRESHOLDS, Judgement, judge, repeat_median
+from rackscale.certify.verdict import THRESHOLDS, Judgement, Thresholds, judge, repeat_median
 from rackscale.errors import UserError
 from rackscale.fleet import Fabric, HardwareModel, Topology
 
@@ -38,6 +38,11 @@ class LadderConfig:
     soak_s: float = 600.0
     message_bytes: int = 1 << 30  # all-reduce message size (nccl-tests style, 1 GiB)
     domain_fraction: float = 0.5  # this share of a domain's trays failing blames its switches
+    # Verdict margins per probe: the twin's by default; noisier real hardware passes its own
+    # (verdict.SHARED_CPU_THRESHOLDS for CPU ranks on a shared host).
+    thresholds: dict[str, Thresholds] = field(default_factory=lambda: dict(THRESHOLDS))
+    # Certify only this region, rack or tray (day 2, after a repair); None = the whole fleet.
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         self.stages = tuple(sorted(set(self.stages)))
@@ -52,6 +57,10 @@ class LadderConfig:
             raise LadderConfigError("soak_s must be > 0 and message_bytes >= 1024")
         if not 0 < self.domain_fraction <= 1:
             raise LadderConfigError("domain_fraction must lie in (0, 1]")
+        missing = sorted(set(THRESHOLDS) - set(self.thresholds))
+        if missing:
+            raise LadderConfigError(f"thresholds lack probes {', '.join(missing)}; give one "
+                                    f"per probe: {', '.join(THRESHOLDS)}")
 
 
 def split_by(values: np.ndarray, keys: np.ndarray, min_size: int = 2,
@@ -170,7 +179,7 @@ class RunState:
                 self.model, fabric, g.flat, g.offsets, med, spec_eff=expect.SPEC_EFFICIENCY[fabric])
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
                              nvlink=fabric == "nvlink", spec_eff=expect.SPEC_EFFICIENCY)
-        return judge(s.samples, s.error_mask, s.errors, bl, THRESHOLDS[probe]), s
+        return judge(s.samples, s.error_mask, s.errors, bl, self.config.thresholds[probe]), s
 
     def tester(self, probe: str) -> Tester:
         def test(groups: list[np.ndarray]) -> list[Outcome]:

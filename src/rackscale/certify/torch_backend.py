@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from rackscale.certify.measure import BackendName, Groups, Timed
+from rackscale.certify.measure import Groups, Timed
 from rackscale.errors import UserError
+from rackscale.provenance import Provenance
 
 NVLINK_OFF_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
 
@@ -57,7 +58,7 @@ def gemm_checksum_ok(a: Any, b: Any, c: Any, *, rtol: float) -> bool:
 
 
 class TorchBackend:
-    name: BackendName = "real"
+    name: Provenance = Provenance.REAL
 
     def __init__(self, device: str = "auto") -> None:
         torch = _torch()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rackscale.provenance import Provenance
+
 PASS, WARN, FAIL = 0, 1, 2
 VERDICTS = ("pass", "warn", "fail")
 MAD_TO_SIGMA = 1.4826
@@ -50,6 +52,20 @@ THRESHOLDS: dict[str, Thresholds] = {
     "scaleout_allreduce": Thresholds(min_drop=0.04),
     "nvlink_plane": Thresholds(min_drop=0.10, hard_rel=0.8),
     "thermal": Thresholds(min_drop=0.10, k_fail=0.0, k_warn=0.0),  # fraction of needed flow
+}
+
+# Real CPU ranks on a shared host (the lab, `--runner local` without GPUs): one repeat's GEMM
+# rate moves by ~10% with what the neighbours on the same cores do, and a gloo ring's bus
+# bandwidth drops by up to ~25% from 2 to 6 ranks at the same link rate (measured on the
+# 2-core CI host). Margins are set so that a healthy lab gives no finding and a part at or
+# below 40% of nominal (the lab's faults) is caught; subtler faults need quieter hardware.
+SHARED_CPU_THRESHOLDS: dict[str, Thresholds] = THRESHOLDS | {
+    "gemm": Thresholds(min_drop=0.35, k_fail=4.0, k_warn=3.0, hard_rel=0.5, spec_frac=0.70),
+    "hbm": Thresholds(min_drop=0.35, k_fail=4.0, k_warn=3.0, hard_rel=0.5, spec_frac=0.80),
+    # NVLink on across racks, gloo's hierarchical all-reduce reaches ~55-60% of the model on
+    # a loaded 2-core host (CPU-bound, not link-bound), so its margin is the widest.
+    "nvlink_allreduce": Thresholds(min_drop=0.5, k_fail=4.0, k_warn=3.0, hard_rel=0.35),
+    "scaleout_allreduce": Thresholds(min_drop=0.35, k_fail=4.0, k_warn=3.0, hard_rel=0.5),
 }
 
 
@@ -144,7 +160,7 @@ class Judgement:
 
     def evidence(self, i: int, unit: str, source: str) -> dict[str, object]:
         ev: dict[str, object] = {
-            "measured" if source == "measured" else "simulated": True,
+            Provenance.of_basis(source).basis: True,
             "value": None if not np.isfinite(self.median[i]) else round(float(self.median[i]), 4),
             "unit": unit, "rel": round(float(np.nan_to_num(self.rel[i])), 4),
             "fail_below_rel": round(float(self.fail_line[i]), 4),

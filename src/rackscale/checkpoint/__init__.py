@@ -3,6 +3,7 @@
 and retention. Imports nothing of rackscale but `rackscale.errors`.
 """
 
+from rackscale.checkpoint.bench import run_all as run_benchmarks
 from rackscale.checkpoint.config import (
     Retention,
     StoreSpec,
@@ -11,7 +12,9 @@ from rackscale.checkpoint.config import (
     load_config,
     parse_config,
 )
+from rackscale.checkpoint.demo import demo_checkpoint
 from rackscale.checkpoint.errors import (
+    AlreadyCommitted,
     AlreadyExists,
     CheckpointError,
     ConfigError,
@@ -21,6 +24,7 @@ from rackscale.checkpoint.errors import (
     StoreUnreachable,
     UnknownCheckpoint,
 )
+from rackscale.checkpoint.importer import import_dcp
 from rackscale.checkpoint.manifest import CkptState, Manifest, ckpt_id_for
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectInfo, ObjectStore
 from rackscale.checkpoint.restore import Restorer, RestoreReport
@@ -29,9 +33,10 @@ from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
 from rackscale.checkpoint.tiers import Tiers
 
 __all__ = [
-    "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState", "ConfigError",
-    "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo", "ObjectMissing",
-    "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle", "SaveReport",
-    "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig", "UnknownCheckpoint",
-    "ckpt_id_for", "default_config", "gc", "load_config", "parse_config",
+    "AlreadyCommitted", "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState",
+    "ConfigError", "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo",
+    "ObjectMissing", "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle",
+    "SaveReport", "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig",
+    "UnknownCheckpoint", "ckpt_id_for", "default_config", "demo_checkpoint", "gc", "import_dcp",
+    "load_config", "parse_config", "run_benchmarks",
 ]

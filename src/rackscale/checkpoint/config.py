@@ -89,6 +89,9 @@ class TiersConfig(BaseModel):
     hash_algo: Literal["blake3", "sha256"] = DEFAULT_ALGO  # type: ignore[assignment]
     retention: Retention = Field(default_factory=Retention)
     fsync: bool = True
+    # A multi-rank save: how long the coordinator waits in the background for the other
+    # ranks' parts to reach a tier before it records the tier as incomplete (resume retries).
+    commit_timeout_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
     def _sizes(self) -> TiersConfig:

@@ -1,53 +1,231 @@
 """PyTorch DCP through the tiers: `dcp.save`, `dcp.async_save` and `dcp.load` (resharding).
 
-The writer lets DCP's own file writer put each rank's shards straight into the local NVMe
-cache directory of the checkpoint (no extra copy). DCP calls `finish` on the coordinator only,
-after every rank wrote, and writes `.metadata` last; our `finish` then hashes the files,
-commits the local manifest and pushes region, replicas and archive in the background (or
-waits, `wait_for_tiers=True`). The reader restores read-through into the local cache and
-hands the verified files to DCP's file reader, so a different world size reshards as usual.
+The writer lets DCP's own file writer put each rank's shards straight into that rank's local
+NVMe cache directory (no extra copy; every node has its own `local_dir`). Each rank then
+hashes its own files (streamed, in parallel), commits them locally and pushes them to every
+tier itself, in parallel with the other ranks. DCP gathers every rank's result on the
+coordinator, which writes `.metadata` last and pushes it with its own files; a tier's
+manifest is committed only when every rank's part is in that tier (`multinode.py`). One
+process alone (world size 1) commits the whole checkpoint directly.
+
+Before any byte is written (`set_up_storage_writer`, where an error reaches every rank) the
+writer refuses an id that is already committed, so a restarted job that re-saves its resume
+step cannot touch the checkpoint it resumed from. A `checkpoint_id` passed to `dcp.save` /
+`dcp.load` beside these classes must name the same checkpoint (or be omitted).
+The reader restores read-through into the local cache and hands the verified files to DCP's
+file reader, so a different world size reshards as usual.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import os
+import time
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
+import torch.futures
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.filesystem import _StoragePrefix
+from torch.distributed.checkpoint.metadata import MetadataIndex
+from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
+from torch.distributed.checkpoint.storage import WriteResult
 
 from rackscale.checkpoint.config import TiersConfig
-from rackscale.checkpoint.manifest import ckpt_id_for
+from rackscale.checkpoint.errors import CheckpointError
+from rackscale.checkpoint.manifest import ItemEntry, ckpt_id_for
+from rackscale.checkpoint.multinode import SavePart
 from rackscale.checkpoint.restore import Restorer, RestoreReport
-from rackscale.checkpoint.saver import CheckpointManager, SaveReport
+from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport, hash_entries
 from rackscale.checkpoint.tiers import Tiers
+from rackscale.checkpoint.upload import EventHook, no_events
+
+# A result each rank adds to what DCP gathers on the coordinator (and that `finish` removes
+# before DCP's metadata is written): how the rank's local commit and uploads went.
+_NOTE = "__rackscale_rank_note__"
+# Options of FileSystemWriter the tiers decide themselves.
+_OWNED = ("path", "sync_files", "overwrite", "checkpoint_id")
+
+
+@dataclasses.dataclass
+class _RankPrefix(_StoragePrefix):
+    """DCP's per-rank file prefix plus what every rank must share: the save's identity."""
+
+    rank: int = 0
+    world: int = 1
+    save_uuid: str = ""
+    created_at: float = 0.0
+
+
+def _same_id(given: str | os.PathLike[str], ckpt_id: str) -> bool:
+    return os.fspath(given).rstrip("/").rsplit("/", 1)[-1] == ckpt_id
 
 
 class TieredStorageWriter(FileSystemWriter):
     def __init__(self, cfg: TiersConfig, step: int, *, ckpt_id: str | None = None,
-                 wait_for_tiers: bool = True) -> None:
+                 wait_for_tiers: bool = True, events: EventHook = no_events,
+                 **fs_options: Any) -> None:
+        """`fs_options` go to FileSystemWriter (single_file_per_rank, thread_count, ...);
+        `events` receives the save's progress events (as `CheckpointManager`'s)."""
+        bad = [k for k in fs_options if k in _OWNED]
+        if bad:
+            raise CheckpointError(f"TieredStorageWriter: {bad} are set by the tiers config "
+                                  f"(local_dir, fsync) and the checkpoint id; remove them")
         self.tiers_cfg = cfg
         self.step = step
         self.ckpt_id = ckpt_id or ckpt_id_for(step)
         self.wait_for_tiers = wait_for_tiers
+        self.events = events
         self.manager: CheckpointManager | None = None
         self.report: SaveReport | None = None
-        tiers = Tiers(cfg)
-        path = tiers.local.path(tiers.layout.data_prefix(self.ckpt_id))
-        path.mkdir(parents=True, exist_ok=True)
-        super().__init__(path, sync_files=cfg.fsync, overwrite=True)
+        self.handle: SaveHandle | None = None
+        self.tiers = Tiers(cfg)
+        self._lease_fd: int | None = None
+        self._entries: list[ItemEntry] = []
+        self._pre: Future | None = None
+        path = self.tiers.local.path(self.tiers.layout.data_prefix(self.ckpt_id))
+        super().__init__(path, sync_files=cfg.fsync, overwrite=True, **fs_options)
 
-    def finish(self, metadata: Any, results: Any) -> None:
-        super().finish(metadata, results)  # DCP's .metadata: written last, by the coordinator
-        path = os.fspath(self.path)
-        names = sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n))
-                       and not n.endswith((".tmp", ".partial")))
-        self.manager = CheckpointManager(self.tiers_cfg)
-        handle = self.manager.commit_local_files(self.step, self.ckpt_id, names)
+    # --- DCP's protocol -----------------------------------------------------------------------
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        if checkpoint_id is not None and not _same_id(checkpoint_id, self.ckpt_id):
+            raise CheckpointError(
+                f"checkpoint_id={os.fspath(checkpoint_id)!r} was passed beside "
+                f"TieredStorageWriter, which saves checkpoint {self.ckpt_id!r} under its "
+                f"tiers config: omit checkpoint_id (or pass {self.ckpt_id!r}), and choose "
+                f"the id with TieredStorageWriter(cfg, step, ckpt_id=...)")
+        super().reset(None)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        super().set_up_storage_writer(is_coordinator, *args, **kwargs)
+        self.is_coordinator = is_coordinator
+        self._take_lease()
+        self.manager = CheckpointManager(self.tiers, events=self.events)
+        try:
+            # Raised here, DCP reports it on every rank, and no rank has written anything.
+            self.manager.check_new_id(self.ckpt_id, remote=is_coordinator)
+        except CheckpointError:
+            self._close()
+            raise
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        plans = super().prepare_global_plan(plans)
+        save_uuid, now = uuid.uuid4().hex, time.time()
+        return [dataclasses.replace(p, storage_data=_RankPrefix(
+            p.storage_data.prefix, rank=i, world=len(plans), save_uuid=save_uuid,
+            created_at=now)) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan,
+                   planner: SavePlanner) -> torch.futures.Future[list[WriteResult]]:
+        info: _RankPrefix = plan.storage_data
+        self._part = SavePart(rank=info.rank, world=info.world, save_uuid=info.save_uuid,
+                              created_at=info.created_at)
+        self._drop_stale(info)
+        results = super().write_data(plan, planner).value()
+        names = sorted({r.storage_data.relative_path for r in results})
+        mgr = self._mgr()
+        self._entries = hash_entries(Path(self.path), names, self.tiers_cfg.chunk_size,
+                                     self.tiers_cfg.hash_algo, mgr.pool)
+        note: dict[str, Any] = {"rank": info.rank, "errors": {}}
+        if info.world > 1 and info.rank != 0:
+            self.handle = mgr.commit_files(self.step, self.ckpt_id, self._entries,
+                                           part=self._part)
+            if self.wait_for_tiers:
+                self.report = self._wait(self.handle)
+                note["errors"] = self.report.errors
+            else:
+                self._release_when_done(self.handle)
+        elif info.world > 1:
+            self._pre = mgr.preupload(self.ckpt_id, info.save_uuid, self._entries)
+            if self.wait_for_tiers:
+                self._pre.result()
+        fut: torch.futures.Future[list[WriteResult]] = torch.futures.Future()
+        fut.set_result([*results, WriteResult(index=MetadataIndex(f"{_NOTE}{info.rank}"),
+                                              size_in_bytes=0, storage_data=note)])
+        return fut
+
+    def finish(self, metadata: Any, results: list[list[WriteResult]]) -> None:
+        notes = [r.storage_data for rl in results for r in rl
+                 if r.index.fqn.startswith(_NOTE)]
+        clean = [[r for r in rl if not r.index.fqn.startswith(_NOTE)] for rl in results]
+        super().finish(metadata, clean)  # DCP's .metadata: written last, by the coordinator
+        mgr = self._mgr()
+        # A new list: the early upload of rank 0's data may still be reading the old one.
+        self._entries = self._entries + hash_entries(
+            Path(self.path), [".metadata"], self.tiers_cfg.chunk_size, self.tiers_cfg.hash_algo)
+        peer: dict[str, str] = {}
+        for n in notes:
+            for tier, err in n["errors"].items():
+                peer.setdefault(tier, f"rank {n['rank']}: {err}")
+        part = self._part if self._part.world > 1 else None
+        self.handle = mgr.commit_files(self.step, self.ckpt_id, self._entries, part=part,
+                                       peer_errors=peer)
         if self.wait_for_tiers:
-            try:
-                self.report = handle.wait()
-            finally:
+            self.report = self._wait(self.handle)
+        else:
+            self._release_when_done(self.handle)
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _mgr(self) -> CheckpointManager:
+        if self.manager is None:
+            raise CheckpointError("TieredStorageWriter used outside dcp.save/async_save")
+        return self.manager
+
+    def _drop_stale(self, info: _RankPrefix) -> None:
+        """Files an earlier, uncommitted attempt left under this rank's name or the name of a
+        rank that no longer exists (a retry at a smaller world size): never part of this
+        save. Other live ranks' names are theirs to overwrite (they may share the dir)."""
+        own = f"__{info.rank}_"
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.path):
+                rank = name[2:].split("_", 1)[0] if name.startswith("__") else ""
+                stale = name.startswith(own) or (rank.isdigit() and int(rank) >= info.world)
+                if stale or (info.rank == 0 and name == ".metadata"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(self.path, name))
+
+    def _wait(self, handle: SaveHandle) -> SaveReport:
+        try:
+            return handle.wait()
+        finally:
+            self._close()
+
+    def _release_when_done(self, handle: SaveHandle) -> None:
+        fut = handle._future
+        if fut is None:
+            self._close()
+            return
+        mgr = self.manager
+
+        def done(_f: Future) -> None:
+            self._release_lease()
+            if mgr is not None:
+                mgr.shutdown(wait=False)  # from the worker's own thread: must not join it
+
+        fut.add_done_callback(done)
+
+    def _close(self) -> None:
+        try:
+            if self.manager is not None:
                 self.manager.close()
+        finally:
+            self._release_lease()
+
+    def _take_lease(self) -> None:
+        # Held from the plan to the last upload: gc and resume's orphan sweep keep off.
+        if self._lease_fd is None:
+            fd = os.open(self.tiers.lease_path(self.ckpt_id), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._lease_fd = fd
+
+    def _release_lease(self) -> None:
+        fd, self._lease_fd = self._lease_fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class TieredStorageReader(FileSystemReader):
@@ -55,3 +233,13 @@ class TieredStorageReader(FileSystemReader):
         tiers = Tiers(cfg)
         self.restore_report: RestoreReport = Restorer(tiers).restore(ckpt_id)
         super().__init__(tiers.local.path(tiers.layout.data_prefix(self.restore_report.id)))
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        rid = self.restore_report.id
+        if checkpoint_id is not None and not _same_id(checkpoint_id, rid):
+            raise CheckpointError(
+                f"checkpoint_id={os.fspath(checkpoint_id)!r} was passed beside "
+                f"TieredStorageReader, which reads the verified checkpoint {rid!r}: omit "
+                f"checkpoint_id (or pass {rid!r}), and choose the checkpoint with "
+                f"TieredStorageReader(cfg, ckpt_id)")
+        super().reset(None)

@@ -48,3 +48,17 @@ class IntegrityError(CheckpointError):
 
 class ConfigError(CheckpointError):
     """A tiers config that does not validate; the message names the field and the fix."""
+
+
+class AlreadyCommitted(AlreadyExists):
+    """A save under an id that is already committed: refused before any byte is written.
+
+    Built with `for_id` (the constructor takes the message alone, so the error pickles:
+    DCP carries a rank's exception to every other rank)."""
+
+    @classmethod
+    def for_id(cls, ckpt_id: str, why: str) -> AlreadyCommitted:
+        return cls(f"checkpoint {ckpt_id} already exists ({why}); a committed checkpoint is "
+                   f"never overwritten. Save under a new step or id (a resumed job saves the "
+                   f"step after the one it resumed from), or remove the old one first with "
+                   f"`rackscale checkpoint gc`.")

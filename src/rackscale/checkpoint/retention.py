@@ -19,6 +19,7 @@ from rackscale.checkpoint.errors import (
     StoreUnreachable,
 )
 from rackscale.checkpoint.manifest import parse_latest
+from rackscale.checkpoint.multinode import local_part_steps, parts_prefix
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
@@ -81,7 +82,12 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
         try:
             ids = tiers.committed_ids(s)
             bad: set[str] = set()
-            ids.sort(key=lambda i, s=s, bad=bad: (_step_of(tiers, s, i, bad), i))
+            # A node of a multi-node save holds only its ranks' parts (no whole manifest):
+            # they count among the local copies, by the step their part records name.
+            parts = local_part_steps(tiers) if s is tiers.local else {}
+            ids = sorted(set(ids) | set(parts))
+            ids.sort(key=lambda i, s=s, bad=bad: (
+                max(_step_of(tiers, s, i, bad), parts.get(i, -1)), i))
             keep = set(ids[-keep_n[s.name]:]) | latest_ids | bad
             report.damaged.extend(f"{s.name}:{i}" for i in sorted(bad))
             report.kept[s.name] = [i for i in ids if i in keep]
@@ -101,8 +107,10 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
             for key, upload_id in s.list_uploads(tiers.layout.prefix + "/"):
                 ckpt_id = key.split("/")[1]
                 journal = tiers.read_journal(ckpt_id)
-                if (_has_local(tiers, ckpt_id) and
-                        any(e.get("upload_id") == upload_id for e in journal.values())):
+                committed_here = (_has_local(tiers, ckpt_id)
+                                  or tiers.local.list(parts_prefix(tiers, ckpt_id)))
+                if committed_here and any(e.get("upload_id") == upload_id
+                                          for e in journal.values()):
                     continue  # resumable: `resume()` will finish it
                 with tiers.try_exclusive(ckpt_id) as got:
                     if got and not dry_run:

@@ -4,13 +4,14 @@
 stall); one background worker then writes the local NVMe copy and commits its manifest,
 uploads to the region with parallel multipart parts, copies to the other regions in parallel,
 archives every m-th checkpoint, and advances the checkpoint's state with a time at each step.
+A save under an id that is already committed is refused before any byte is written; a tier
+that fails in the background is recorded in the report and the catalog and logged.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,21 +21,37 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.checkpoint.config import TiersConfig
-from rackscale.checkpoint.errors import CheckpointError, ManifestInvalid
-from rackscale.checkpoint.hashing import chunk_hashes, combine
+from rackscale.checkpoint.errors import (
+    AlreadyCommitted,
+    CheckpointError,
+    ManifestInvalid,
+    StoreAuthError,
+    StoreUnreachable,
+)
+from rackscale.checkpoint.hashing import chunk_hashes, combine, hash_files
 from rackscale.checkpoint.manifest import CkptState, ItemEntry, Manifest, advance, ckpt_id_for
+from rackscale.checkpoint.multinode import PartCommit, SavePart, build_manifest
 from rackscale.checkpoint.objectstore import ObjectStore, fsync_dirs, write_durable
 from rackscale.checkpoint.staging import StagedItem, StagingPool
 from rackscale.checkpoint.tiers import Tiers
-from rackscale.checkpoint.upload import EventHook, Uploader, UploadStats, _noop, commit_manifest
-from rackscale.checkpoint.upload import set_latest as _set_latest
+from rackscale.checkpoint.upload import (
+    Committer,
+    EventHook,
+    Uploader,
+    UploadStats,
+    WholeCommit,
+    no_events,
+)
+
+log = logging.getLogger("rackscale.checkpoint")
+DOWN = (StoreUnreachable, StoreAuthError)
 
 
 @dataclass(slots=True)
 class SaveReport:
     id: str
     step: int
-    action: str  # "saved" | "waited" (back-pressure made the caller wait) | "skipped"
+    action: str  # "saved" | "waited" (back-pressure made the caller wait) | "skipped" | "resumed"
     stall_s: float = 0.0
     waited_s: float = 0.0
     states: dict[str, float] = field(default_factory=dict)
@@ -67,8 +84,30 @@ class SaveHandle:
         return self.report
 
 
+@dataclass(slots=True)
+class CommitJob:
+    """What the background push of one save needs after its local commit."""
+
+    manifest: Manifest  # the whole checkpoint, or this rank's share of it
+    seq: int
+    committer: Committer
+    tag: str = ""
+    part: SavePart | None = None
+    peer_errors: dict[str, str] = field(default_factory=dict)  # tier -> another rank's error
+    wait_s: float = 0.0  # how long a coordinator waits for the other ranks' parts
+
+
+def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
+                 pool: ThreadPoolExecutor | None = None) -> list[ItemEntry]:
+    """Item entries of files already in `data_dir`, hashed streaming and in parallel."""
+    names = sorted(names)
+    got = hash_files([data_dir / n for n in names], chunk_size, algo, pool)
+    return [ItemEntry(n, size, ch, combine(ch, algo), {})
+            for n, (size, ch) in zip(names, got, strict=True)]
+
+
 class CheckpointManager:
-    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = _noop,
+    def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg
@@ -89,14 +128,50 @@ class CheckpointManager:
             if self._inflight is not None:
                 self._inflight.wait()
         finally:
-            for pool in (self._worker, self._tierpool, self._parts):
-                pool.shutdown(wait=True)
+            self.shutdown(wait=True)
+
+    def shutdown(self, *, wait: bool) -> None:
+        for pool in (self._worker, self._tierpool, self._parts):
+            pool.shutdown(wait=wait)
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker threads hashing and uploading (writers hash their files on it)."""
+        return self._parts
 
     def __enter__(self) -> CheckpointManager:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    # --- refusing a re-save before anything is written ---------------------------------------
+    def check_new_id(self, ckpt_id: str, *, remote: bool = True) -> None:
+        """Raise `AlreadyCommitted` if `ckpt_id` is committed here or (when reachable, and
+        `remote`) in the region: a save must never open a committed checkpoint's files."""
+        t = self.tiers
+        why = None
+        try:
+            here = t.read_manifest(t.local, ckpt_id) is not None
+        except ManifestInvalid as err:  # damaged, but committed: `resume()` sets it aside
+            here, why = True, f"its local manifest is damaged ({err}); run resume() first"
+        if here:
+            why = why or f"its manifest is committed in {t.local.root}"
+        else:
+            for cid, tag in t.catalog_keys():
+                entry = t.read_catalog(cid, tag) if cid == ckpt_id else None
+                if entry and "local" in entry.get("states", {}) and \
+                        (entry.get("part") is None or entry["part"]["rank"] == 0):
+                    why = f"this node committed it (catalog {t.catalog_path(cid, tag)})"
+                    break
+        if why is None and remote:
+            try:
+                if t.region.head(t.layout.manifest(ckpt_id)) is not None:
+                    why = f"region {t.region.name} holds its manifest"
+            except DOWN:
+                pass  # down: the local catalog above is what this node knows
+        if why is not None:
+            raise AlreadyCommitted.for_id(ckpt_id, why)
 
     # --- the training-loop side --------------------------------------------------------------
     def save(self, step: int, state: Mapping[str, Any], *, ckpt_id: str | None = None,
@@ -114,32 +189,75 @@ class CheckpointManager:
             self._inflight.wait()
             waited = time.perf_counter() - t0
             action = "waited"
+        # Local knowledge at once (cheap); the region is asked in the background, still
+        # before the first byte of the new save is written.
+        self.check_new_id(ckpt_id, remote=False)
         items = self.staging.stage(state)
         report = SaveReport(id=ckpt_id, step=step, action=action, waited_s=waited)
         advance(report.states, CkptState.STAGED)
         report.stall_s = time.perf_counter() - t0
         self.events("stage.done", {"id": ckpt_id})
-        handle = SaveHandle(report, self._worker.submit(self._background, report, items, None))
+        handle = SaveHandle(report, self._worker.submit(self._background, report, items))
         self._inflight = handle
         return handle
 
-    def commit_local_files(self, step: int, ckpt_id: str, names: list[str]) -> SaveHandle:
-        """For writers that already put the files in the local cache (the DCP writer)."""
+    def commit_files(self, step: int, ckpt_id: str, entries: list[ItemEntry], *,
+                     part: SavePart | None = None,
+                     peer_errors: dict[str, str] | None = None) -> SaveHandle:
+        """For writers that already put (and fsynced) the files in the local cache (the DCP
+        writer, `import`): commit them locally now, push to the tiers in the background."""
         report = SaveReport(id=ckpt_id, step=step, action="saved")
         advance(report.states, CkptState.STAGED)
-        handle = SaveHandle(report, self._worker.submit(self._background, report, None, names))
+        with self.tiers.lease(ckpt_id):
+            job = self._commit_local(report, entries, part)
+        job.peer_errors = dict(peer_errors or {})
+        job.wait_s = self.cfg.commit_timeout_s if part is not None and part.coordinator else 0
+        handle = SaveHandle(report, self._worker.submit(self._push_job, report, job))
         self._inflight = handle
         return handle
+
+    def preupload(self, ckpt_id: str, save_uuid: str, entries: list[ItemEntry]) -> Future:
+        """Rank 0 of a multi-rank save: send its data files while the other ranks send theirs
+        (its part is committed later, with `.metadata`); the journal skips them then."""
+        def run() -> None:
+            journal = self.tiers.open_journal(ckpt_id, save_uuid)
+            try:
+                for store in [self.tiers.region, *self.tiers.replicas]:
+                    try:
+                        self.uploader.upload_items(store, ckpt_id, [e.name for e in entries],
+                                                   UploadStats(), journal)
+                    except CheckpointError as err:  # retried (and reported) by the commit
+                        log.warning("checkpoint %s: early upload to %s failed: %s", ckpt_id,
+                                    store.name, err)
+            finally:
+                journal.close()
+        fut = self._worker.submit(run)
+        self._inflight = SaveHandle(SaveReport(id=ckpt_id, step=-1, action="preupload"), fut)
+        return fut
 
     def local_data_dir(self, ckpt_id: str) -> Path:
         return self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
 
     # --- the background side -----------------------------------------------------------------
-    def _catalog(self, report: SaveReport, seq: int, save_uuid: str) -> None:
-        self.tiers.write_catalog(report.id, {
-            "id": report.id, "step": report.step, "seq": seq, "save_uuid": save_uuid,
-            "states": report.states, "errors": report.errors, "hash": report.hash,
-            "bytes": report.total_bytes})
+    def _catalog(self, report: SaveReport, job: CommitJob | None, seq: int, save_uuid: str,
+                 part: SavePart | None = None, files: list[str] | None = None) -> None:
+        tag = part.tag if part is not None else ""
+        if job is not None:
+            seq, save_uuid, part, tag = job.seq, job.manifest.save_uuid, job.part, job.tag
+            files = [e.name for e in job.manifest.items] if part is not None else None
+        entry = {"id": report.id, "step": report.step, "seq": seq, "save_uuid": save_uuid,
+                 "states": report.states, "errors": report.errors, "hash": report.hash,
+                 "bytes": report.total_bytes}
+        if part is not None:
+            # The files are named so that a rank that shares its node's directory with other
+            # ranks discards only its own files if this save turns out never to have existed.
+            entry |= {"part": part.as_dict(), "files": files or []}
+        # The first entry of a save is synced (without it `resume()` would never learn of
+        # the save); later ones replace it and follow commits that are durable themselves
+        # (manifests, part records), from which `resume()` rebuilds what a power cut took
+        # from the catalog. Each synced write costs two fsyncs on the save's critical path.
+        path = self.tiers.catalog_path(report.id, tag)
+        self.tiers.write_catalog(report.id, entry, tag, sync=job is None or not path.exists())
 
     def _next_seq(self) -> int:
         # Not fsynced: after a crash the catalog (fsynced below) still holds the seq used,
@@ -178,87 +296,140 @@ class CheckpointManager:
             tmp.replace(dest)
         return out
 
-    def _hash_files(self, ckpt_id: str, names: list[str]) -> list[ItemEntry]:
-        data_dir = self.local_data_dir(ckpt_id)
-        out = []
-        for name in sorted(names):
-            data = (data_dir / name).read_bytes()
-            ch = chunk_hashes(data, self.cfg.chunk_size, self.cfg.hash_algo)
-            out.append(ItemEntry(name, len(data), ch, combine(ch, self.cfg.hash_algo), {}))
-        return out
-
-    def _background(self, report: SaveReport, items: list[StagedItem] | None,
-                    names: list[str] | None) -> None:
+    def _background(self, report: SaveReport, items: list[StagedItem]) -> None:
         with self.tiers.lease(report.id):
-            save_uuid = uuid.uuid4().hex
-            seq = self._next_seq()
-            self._catalog(report, seq, save_uuid)
-            entries = self._persist(report.id, items) if items is not None else \
-                self._hash_files(report.id, names or [])
-            if self.cfg.fsync:
-                # The renames above (and the new checkpoint directories) must be on disk before
-                # the manifest that makes them count: otherwise a power loss can leave a
-                # committed local manifest naming files that are gone.
-                fsync_dirs(self.local_data_dir(report.id), self.tiers.local.root)
-            manifest = Manifest.new(id=report.id, step=report.step, save_uuid=save_uuid,
-                                    algo=self.cfg.hash_algo, chunk_size=self.cfg.chunk_size,
-                                    items=entries, created_at=report.states["staged"])
-            report.hash, report.total_bytes = manifest.hash, manifest.total_bytes
-            advance(report.states, CkptState.LOCAL)
-            commit_manifest(self.tiers.local, self.tiers, manifest.for_tier("local",
-                                                                            report.states))
-            _set_latest(self.tiers.local, self.tiers, manifest)
-            self._catalog(report, seq, save_uuid)
-            self.events("local.commit", {"id": report.id})
-            self._push_remote(manifest, report, seq)
+            try:
+                self.check_new_id(report.id)
+            except AlreadyCommitted as err:
+                report.errors["save"] = str(err)
+                raise
+            job = self._commit_local(report, items, None)
+            self._push_remote(report, job)
             self.events("save.done", {"id": report.id})
 
-    def _push_remote(self, manifest: Manifest, report: SaveReport, seq: int) -> None:
-        tiers, states = self.tiers, report.states
-        journal = tiers.read_journal(manifest.id)
-        stats = report.stats
+    def _push_job(self, report: SaveReport, job: CommitJob) -> None:
+        with self.tiers.lease(report.id):
+            self._push_remote(report, job)
+            self.events("save.done", {"id": report.id})
 
-        def push(store: ObjectStore, state_time: dict[str, float]) -> str | None:
-            try:
-                self.uploader.upload_checkpoint(store, manifest, state_time, stats, journal)
-                _set_latest(store, tiers, manifest)
+    def _commit_local(self, report: SaveReport, payload: list[StagedItem] | list[ItemEntry],
+                      part: SavePart | None) -> CommitJob:
+        """Local NVMe copy durable, then its commit (manifest, or this rank's part record)."""
+        save_uuid = part.save_uuid if part is not None else uuid.uuid4().hex
+        tag = part.tag if part is not None else ""
+        seq = self._next_seq()
+        staged = [p for p in payload if isinstance(p, StagedItem)]
+        if staged:
+            # Before the first byte: a kill now leaves files `resume()` knows to remove. Files
+            # a writer already put there (DCP) are swept as orphans if no commit follows.
+            self._catalog(report, None, seq, save_uuid, part)
+        entries = self._persist(report.id, staged) if staged else \
+            [p for p in payload if isinstance(p, ItemEntry)]
+        if self.cfg.fsync:
+            # The renames above (and the new checkpoint directories) must be on disk before
+            # the manifest that makes them count: otherwise a power loss can leave a
+            # committed local manifest naming files that are gone.
+            fsync_dirs(self.local_data_dir(report.id), self.tiers.local.root)
+        created = part.created_at if part is not None else report.states["staged"]
+        manifest = build_manifest(ckpt_id=report.id, step=report.step, save_uuid=save_uuid,
+                                  algo=self.cfg.hash_algo, chunk_size=self.cfg.chunk_size,
+                                  items=entries, created_at=created)
+        report.hash, report.total_bytes = manifest.hash, manifest.total_bytes
+        committer: Committer = PartCommit(self.tiers, part) if part is not None else \
+            WholeCommit(self.tiers)
+        advance(report.states, CkptState.LOCAL)
+        committer.commit(self.tiers.local, manifest, report.states)
+        job = CommitJob(manifest=manifest, seq=seq, committer=committer, tag=tag, part=part)
+        self._full_known(report, job)
+        self._catalog(report, job, seq, save_uuid)
+        self.events("local.commit", {"id": report.id})
+        return job
+
+    @staticmethod
+    def _full_known(report: SaveReport, job: CommitJob) -> None:
+        full = getattr(job.committer, "full", None)
+        if full is not None and job.part is not None and job.part.coordinator:
+            report.hash, report.total_bytes = full.hash, full.total_bytes
+
+    def _push_one(self, store: ObjectStore, job: CommitJob, states: dict[str, float],
+                  stats: UploadStats, journal: Any) -> str | None:
+        """Push to one tier; the error that keeps it from counting there, or None."""
+        try:
+            done = self.uploader.upload_checkpoint(store, job.manifest, states, stats, journal,
+                                                   job.committer)
+            if done or job.part is None or not job.part.coordinator:
+                return None  # a non-coordinator rank is done once its part is in
+            if store.name in job.peer_errors:
+                return job.peer_errors[store.name]
+            pc = job.committer
+            if not isinstance(pc, PartCommit):
+                raise CheckpointError(f"rank part of {job.manifest.id} without a part commit")
+            if job.wait_s and pc.await_complete(store, job.manifest, states, job.wait_s):
                 return None
-            except CheckpointError as err:
-                return str(err)
+            return (f"incomplete in {store.name}: the parts of ranks "
+                    f"{pc.missing(store, job.manifest.id)} are not there yet; `resume()` on "
+                    f"those ranks pushes them and commits the manifest")
+        except CheckpointError as err:
+            return str(err)
 
-        save = lambda: self._catalog(report, seq, manifest.save_uuid)  # noqa: E731
+    def _push_remote(self, report: SaveReport, job: CommitJob) -> None:
+        tiers, stats = self.tiers, report.stats
+        journal = tiers.open_journal(job.manifest.id, job.manifest.save_uuid, job.tag)
+        try:
+            finished = self._push_tiers(report, job, journal, stats)
+        finally:
+            journal.close()
+        self._full_known(report, job)
+        self._catalog(report, job, job.seq, job.manifest.save_uuid)
+        if finished:
+            tiers.drop_journal(job.manifest.id, job.tag)
+
+    def _failed(self, report: SaveReport, store: ObjectStore, err: str) -> None:
+        report.errors[store.name] = err
+        log.warning("checkpoint %s: tier %s failed in the background: %s (state stays %s; "
+                    "`resume()` pushes it again)", report.id, store.name, err,
+                    list(report.states)[-1])
+
+    def _push_tiers(self, report: SaveReport, job: CommitJob, journal: Any,
+                    stats: UploadStats) -> bool:
+        tiers, states = self.tiers, report.states
+        save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731
         if "region" not in states:
-            err = push(tiers.region, {**states, "region": time.time()})
+            err = self._push_one(tiers.region, job, {**states, "region": time.time()}, stats,
+                                 journal)
             if err:
-                report.errors[tiers.region.name] = err
+                self._failed(report, tiers.region, err)
                 save()
-                return
+                return False
             advance(states, CkptState.REGION)
             report.errors.pop(tiers.region.name, None)
             save()
         if tiers.replicas and "replicated" not in states:
-            futs = {r.name: self._tierpool.submit(push, r, {**states, "replicated": time.time()})
-                    for r in tiers.replicas}
-            errs = {n: e for n, f in futs.items() if (e := f.result())}
-            report.errors.update(errs)
+            futs = {r.name: (r, self._tierpool.submit(
+                self._push_one, r, job, {**states, "replicated": time.time()}, stats, journal))
+                for r in tiers.replicas}
+            errs = {n: (r, e) for n, (r, f) in futs.items() if (e := f.result())}
+            for r, e in errs.values():
+                self._failed(report, r, e)
             for n in futs:
                 if n not in errs:
                     report.errors.pop(n, None)
             if errs:
                 save()
-                return
+                return False
             advance(states, CkptState.REPLICATED)
             save()
-        if self._archive_due(seq) and "archived" not in states:
-            err = push(tiers.archive,  # type: ignore[arg-type]  # _archive_due checked it
-                       {**states, "archived": time.time()})
+        if self._archive_due(job.seq) and "archived" not in states:
+            archive: ObjectStore = tiers.archive  # type: ignore[assignment]  # _archive_due
+            err = self._push_one(archive, job, {**states, "archived": time.time()}, stats,
+                                 journal)
             if err:
-                report.errors[tiers.archive.name] = err
+                self._failed(report, archive, err)
                 save()
-                return
+                return False
             advance(states, CkptState.ARCHIVED)
             save()
-        tiers.drop_journal(manifest.id)
+        return True
 
     def _archive_due(self, seq: int) -> bool:
         every = self.cfg.retention.archive_every
@@ -268,40 +439,11 @@ class CheckpointManager:
     def resume(self) -> list[SaveReport]:
         """Finish what a killed saver left: uploads resume from the journal, never restart.
 
-        A checkpoint whose local manifest was not committed never existed: its partial files
-        are removed. One with a local manifest is pushed on to the tiers it has not reached.
+        A checkpoint whose local commit did not happen never existed: its partial files are
+        removed (never files a committed manifest names), and so are data directories of
+        killed saves that left no record at all. One with a local commit is pushed on to the
+        tiers it has not reached.
         """
-        out = []
-        for ckpt_id in self.tiers.catalog_ids():
-            entry = self.tiers.read_catalog(ckpt_id) or {}
-            states = entry.get("states", {})
-            try:
-                local = self.tiers.read_manifest(self.tiers.local, ckpt_id)
-            except ManifestInvalid as err:  # a damaged local copy is set aside, never pushed
-                self.events("resume.quarantine", {"id": ckpt_id, "error": str(err),
-                                                  "to": str(self.tiers.quarantine(ckpt_id))})
-                local = None
-            with self.tiers.lease(ckpt_id):
-                if local is None or local.save_uuid != entry.get("save_uuid"):
-                    if "local" not in states:
-                        with contextlib.suppress(FileNotFoundError):
-                            shutil.rmtree(self.local_data_dir(ckpt_id))
-                        self.tiers.catalog_path(ckpt_id).unlink()
-                        self.tiers.drop_journal(ckpt_id)
-                        self.events("resume.discard", {"id": ckpt_id})
-                    continue
-                if "local" not in states:  # killed between the local commit and the catalog
-                    states["local"] = local.states.get("local", time.time())
-                    _set_latest(self.tiers.local, self.tiers, local)
-                want_done = "replicated" if self.tiers.replicas else "region"
-                due = self._archive_due(entry.get("seq", 0))
-                if want_done in states and (not due or "archived" in states):
-                    continue
-                report = SaveReport(id=ckpt_id, step=entry["step"], action="resumed",
-                                    states=dict(states), hash=local.hash,
-                                    total_bytes=local.total_bytes)
-                self.events("resume.start", {"id": ckpt_id})
-                self._push_remote(local, report, entry.get("seq", 0))
-                out.append(report)
-        return out
+        from rackscale.checkpoint.resume import resume_all
 
+        return resume_all(self)

@@ -17,8 +17,14 @@ from pathlib import Path
 
 from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
+from rackscale.checkpoint.journal import Journal, replay
 from rackscale.checkpoint.manifest import Layout, Manifest
-from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore, fsync_dirs, write_durable
+from rackscale.checkpoint.objectstore import (
+    LocalDirStore,
+    ObjectStore,
+    fsync_dirs,
+    write_durable,
+)
 
 
 class Tiers:
@@ -51,13 +57,15 @@ class Tiers:
         raise CheckpointError(f"unknown tier {name!r}; tiers: {[s.name for s in self.all]}")
 
     # --- catalog: the full state history of each checkpoint saved from this node -------------
-    def catalog_path(self, ckpt_id: str) -> Path:
-        return self.root / "catalog" / f"{ckpt_id}.json"
+    # `tag` tells apart the ranks of one save that share a node ("" for a whole checkpoint and
+    # for the coordinator rank of a multi-rank save, "@r<rank>" for the others).
+    def catalog_path(self, ckpt_id: str, tag: str = "") -> Path:
+        return self.root / "catalog" / f"{ckpt_id}{tag}.json"
 
-    def read_catalog(self, ckpt_id: str) -> dict | None:
+    def read_catalog(self, ckpt_id: str, tag: str = "") -> dict | None:
         """The saver's history of `ckpt_id`, None if there is none. A damaged entry is an error
         (the saver decides from it what to delete), never a silent empty history."""
-        path = self.catalog_path(ckpt_id)
+        path = self.catalog_path(ckpt_id, tag)
         try:
             entry = json.loads(path.read_bytes())
         except FileNotFoundError:
@@ -69,31 +77,41 @@ class Tiers:
             raise CheckpointError(f"catalog entry {path} is not a JSON object; move it aside")
         return entry
 
-    def write_catalog(self, ckpt_id: str, entry: dict) -> None:
+    def write_catalog(self, ckpt_id: str, entry: dict, tag: str = "", *,
+                      sync: bool = True) -> None:
         with self._lock:
-            write_durable(self.catalog_path(ckpt_id), json.dumps(entry, indent=1).encode(),
-                          sync=self.cfg.fsync)
+            write_durable(self.catalog_path(ckpt_id, tag),
+                          json.dumps(entry, indent=1).encode(), sync=self.cfg.fsync and sync)
 
     def catalog_ids(self) -> list[str]:
-        return sorted(p.stem for p in (self.root / "catalog").glob("*.json"))
+        return sorted({k for k, _ in self.catalog_keys()})
+
+    def catalog_keys(self) -> list[tuple[str, str]]:
+        """(id, tag) of every catalog entry on this node."""
+        out = []
+        for p in (self.root / "catalog").glob("*.json"):
+            ckpt_id, at, rank = p.stem.partition("@")
+            out.append((ckpt_id, at + rank))
+        return sorted(out)
 
     # --- upload journal: resume a multipart upload by upload id and part ETags ---------------
-    def journal_path(self, ckpt_id: str) -> Path:
-        return self.root / "journal" / f"{ckpt_id}.json"
+    def journal_path(self, ckpt_id: str, tag: str = "") -> Path:
+        return self.root / "journal" / f"{ckpt_id}{tag}.jsonl"
+
+    def open_journal(self, ckpt_id: str, save_uuid: str, tag: str = "") -> Journal:
+        return Journal(self.journal_path(ckpt_id, tag), save_uuid, sync=self.cfg.fsync)
 
     def read_journal(self, ckpt_id: str) -> dict:
-        try:
-            return json.loads(self.journal_path(ckpt_id).read_text())
-        except FileNotFoundError:
-            return {}
+        """Every entry of every rank's journal of `ckpt_id` on this node (read-only)."""
+        out: dict = {}
+        for p in sorted((self.root / "journal").glob(f"{ckpt_id}*.jsonl")):
+            if p.stem == ckpt_id or p.stem.startswith(f"{ckpt_id}@"):
+                out.update({f"{p.stem}:{k}": v for k, v in replay(p)[1].items()})
+        return out
 
-    def write_journal(self, ckpt_id: str, journal: dict) -> None:
-        write_durable(self.journal_path(ckpt_id), json.dumps(journal).encode(),
-                      sync=self.cfg.fsync)
-
-    def drop_journal(self, ckpt_id: str) -> None:
+    def drop_journal(self, ckpt_id: str, tag: str = "") -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.journal_path(ckpt_id).unlink()
+            self.journal_path(ckpt_id, tag).unlink()
 
     # --- leases: a shared flock while saving/restoring; retention needs it exclusively -------
     def lease_path(self, ckpt_id: str, suffix: str = ".lock") -> Path:

@@ -14,10 +14,12 @@ from rich.table import Table
 
 from rackscale.certify import (
     PROBES,
+    SHARED_CPU_THRESHOLDS,
     CertifyRun,
     Groups,
     Ladder,
     LadderConfig,
+    RunnerBackend,
     Scope,
     TwinBackend,
     parse_stages,
@@ -41,6 +43,7 @@ from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
 from rackscale.fleet import Topology
+from rackscale.provenance import Provenance
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -64,6 +67,10 @@ def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
                ) -> CertifyRun:
     backend = TwinBackend(TwinHardware(topo, faults, seed=twin_seed))
     ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
+    return _with_progress(ladder, show_progress)
+
+
+def _with_progress(ladder: Ladder, show_progress: bool) -> CertifyRun:
     names = {1: "stage 1: per GPU", 2: "stage 2: per tray", 3: "stage 3: per NVLink domain",
              4: "stage 4: multi-rack, NVLink off then on"}
     with Progress(SpinnerColumn(), BarColumn(bar_width=12), TextColumn("{task.description}"),
@@ -117,7 +124,7 @@ def _columns(table: Table) -> None:
 
 def _source(backend: str | None) -> str:
     """How a run's figures were obtained, in the words every certify table uses."""
-    return "simulated on the digital twin" if backend == "twin" else "measured"
+    return (Provenance.parse(backend) or Provenance.REAL).described
 
 
 def print_findings(run: CertifyRun) -> None:
@@ -129,12 +136,15 @@ def print_findings(run: CertifyRun) -> None:
                       f"{f.confidence:.2f}")
     console.print(table)
     s = run.summary()
+    # on real ranks the campaign took its wall time; the twin's campaign clock is a model
+    campaign = (f"campaign time (simulated): {s['campaign_s'] / 3600:.1f} h; "
+                if run.backend == "twin" else "")
     console.print(
         f"GPUs clear of findings: [bold]{s['gpus_clear']}[/]/{s['gpus_total']} (outside "
         "every finding's blast radius); collective tests: "
         f"{s['collective_tests']} ({s['collective_runs']} runs with repeats) vs "
         f"{s['allpairs_tests']:,} all-pairs ({s['tests_vs_allpairs']:,.0f}x fewer); "
-        f"campaign time (simulated): {s['campaign_s'] / 3600:.1f} h; wall {s['wall_s']:.2f} s")
+        f"{campaign}wall {s['wall_s']:.2f} s")
 
 
 def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:
@@ -152,20 +162,51 @@ def run(
                                "name: 1,2,3,4 or gpu,tray,domain,multi-rack."),
     twin_seed: int = seed_option(7, "the digital twin"),
     repeats: int = typer.Option(8, "--repeats", help="Samples per test over the soak window."),
+    backend_name: str = typer.Option("twin", "--backend", help="twin (digital twin) or real "
+                                     "(ranks on hardware, through --runner)."),
+    runner_name: str = typer.Option("local", "--runner", help="With --backend real: local "
+                                    "(processes here, in the lab's namespaces when a lab of "
+                                    "this fleet is up) or slurm."),
+    lab_dir: str = typer.Option("rackscale-data/lab", "--lab", metavar="DIR",
+                                help="The lab's state directory (a lab built by `lab up`)."),
+    size: int | None = typer.Option(None, "--size", help="All-reduce message size, bytes "
+                                    "(default: 1 GiB on the twin, 4 MiB on real ranks)."),
+    concurrency: int = typer.Option(3, "--concurrency", help="Groups tested at once (real)."),
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition."),
+    scope: str | None = typer.Option(None, "--scope", help="Certify only this region, rack "
+                                     "or tray (e.g. after a repair)."),
     out: str = out_dir_option(DEFAULT_DATA_DIR, f"{FINDINGS_FILE} (appended)"),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Certify a fleet on the digital twin; exit 1 when anything fails."""
+    """Certify a fleet on the digital twin or on real ranks; exit 1 when anything fails."""
     spec = resolve_spec(fleet, db)
-    config = LadderConfig(stages=_stages(stages), repeats=repeats)
     check_out_file(check_out_dir(out) / FINDINGS_FILE)  # every check runs before the ladder
     topo = Topology.build(spec)
-    path = demo_faults_path() if faults == "demo" else faults
-    ff = load_faults(path, topo) if path else None
     store = Store(db)  # opened before the run: a bad --db fails fast
-    result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
-                        show_progress=not as_json)
+    if backend_name == "twin":
+        config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
+                              message_bytes=size or 1 << 30)
+        path = demo_faults_path() if faults == "demo" else faults
+        ff = load_faults(path, topo) if path else None
+        result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
+                            show_progress=not as_json)
+    elif backend_name == "real":
+        if faults:
+            raise UserError("--faults applies to the twin; on real ranks faults are real: "
+                            "inject them into the lab with `rackscale lab inject FILE`")
+        config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
+                              message_bytes=size or 4 << 20,
+                              thresholds=dict(SHARED_CPU_THRESHOLDS))
+        from rackscale.cli.certify_real import real_runner
+        runner = real_runner(topo, runner_name, Path(lab_dir), concurrency=concurrency,
+                             partition=partition)
+        try:
+            result = _run_real(topo, runner, config, show_progress=not as_json)
+        finally:
+            runner.close()
+    else:
+        raise UserError(f"unknown backend {backend_name!r}; valid backends: twin, real")
     _save(store, result, Path(out) / FINDINGS_FILE)
     if as_json:
         emit_json(result.summary() | {"findings": [f.as_dict() for f in result.findings]})
@@ -173,6 +214,14 @@ def run(
         print_findings(result)
     if result.findings:
         raise typer.Exit(1)
+
+
+def _run_real(topo: Topology, runner: Any, config: LadderConfig, *, show_progress: bool,
+              ) -> CertifyRun:
+    backend = RunnerBackend(topo, runner)
+    if show_progress:
+        console.print(f"ranks: {backend.describe()}; every figure measured")
+    return _with_progress(Ladder(topo, backend, config), show_progress)
 
 
 def _achievable(probe: str, backend: Any, n: int, nbytes: int) -> tuple[float, str]:
@@ -215,7 +264,7 @@ def probe(
                                      "PyTorch) or twin (seed fleet's first GPUs)."),
     size: int = typer.Option(16 << 20, "--size", min=1024, max=MAX_PROBE_BYTES,
                              help="All-reduce message size, bytes."),
-    world: int = typer.Option(2, "--world", min=2, max=MAX_PROBE_WORLD,
+    world: int = typer.Option(2, "--world", min=1, max=MAX_PROBE_WORLD,
                               help="All-reduce ranks (each one a local process)."),
     as_json: bool = JsonOption,
 ) -> None:
@@ -224,11 +273,11 @@ def probe(
         raise UserError(f"unknown probe {name!r}; valid probes: gemm, hbm, allreduce")
     if name == "allreduce" and world < 2:
         raise UserError("--world must be >= 2: a collective needs two ranks")
-    if backend_name == "real":
-        from rackscale.certify.torch_backend import TorchBackend
+    if backend_name == Provenance.REAL:
+        from rackscale.certify import TorchBackend
         backend: Any = TorchBackend()
         where = backend.describe()
-    elif backend_name == "twin":
+    elif backend_name == Provenance.TWIN:
         from rackscale.fleet import seed_fleet
         backend = TwinBackend(TwinHardware(Topology.build(seed_fleet()), seed=7))
         where = "seed-504 digital twin"
@@ -236,7 +285,7 @@ def probe(
         raise UserError(f"unknown backend {backend_name!r}; valid backends: real, twin")
     probe_name = name
     if name == "allreduce":
-        probe_name = "nvlink_allreduce" if backend_name == "real" and backend.cuda \
+        probe_name = "nvlink_allreduce" if backend_name == Provenance.REAL and backend.cuda \
             else "scaleout_allreduce"
     p = PROBES.create(probe_name, backend)
     if not p.detect():
@@ -246,7 +295,7 @@ def probe(
     m = p.run(scope)
     value = float(m.values[0])
     peak, peak_src = _achievable(name, backend, backend.gemm_n, backend.copy_bytes) \
-        if backend_name == "real" else (float("nan"), "twin")
+        if backend_name == Provenance.REAL else (float("nan"), Provenance.TWIN.value)
     out = {"probe": probe_name, "backend": m.backend, "source": m.source, "where": where,
            "value": value, "unit": m.unit, "achievable_peak": peak, "peak_source": peak_src,
            "fraction_of_peak": value / peak if peak == peak else None,

@@ -1,4 +1,4 @@
-"""`rackscale checkpoint ls|show|verify|restore|gc|bench`: the tiered checkpoint store.
+"""`rackscale checkpoint ls|show|verify|restore|gc|import|bench`: the tiered checkpoint store.
 
 Without --config every tier is a directory under ./rackscale-data/checkpoints (the embedded
 default); with --config a YAML/JSON tiers file (S3 endpoints, keys named by env variables).
@@ -17,14 +17,18 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 from rich.table import Table
 
 from rackscale.checkpoint import (
+    CheckpointError,
     Restorer,
+    StoreAuthError,
+    StoreUnreachable,
     Tiers,
     TiersConfig,
     default_config,
+    demo_checkpoint,
     gc,
     load_config,
+    run_benchmarks,
 )
-from rackscale.checkpoint.errors import CheckpointError, StoreAuthError, StoreUnreachable
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.cli.fleet import existing_store
 from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
@@ -291,18 +295,38 @@ def gc_cmd(config: Path | None = ConfigOption,
                       f"{escape(', '.join(rep.damaged))}[/]")
 
 
+@app.command("import")
+def import_cmd(src: Path = typer.Argument(..., metavar="DIR", help="Directory written by "
+                                          "torch's FileSystemWriter (.metadata + *.distcp)."),
+               step: int = typer.Option(..., "--step", help="Training step it holds."),
+               ckpt_id: str | None = typer.Option(None, "--id", metavar="CKPT",
+                                                  help="Checkpoint id; default step-NNNNNNNN."),
+               config: Path | None = ConfigOption, db: str | None = DbOption,
+               json_out: bool = JsonOption) -> None:
+    """Adopt a torch DCP checkpoint: hash and commit it, push it through the tiers."""
+    from rackscale.checkpoint import import_dcp
+
+    t0 = time.perf_counter()
+    rep = import_dcp(_cfg(config, db), src, step, ckpt_id)
+    if json_out:
+        emit_json(rep.as_dict())
+        return
+    console.print(f"imported {escape(str(src))} as {rep.id}: {rep.total_bytes / 2**20:.1f} MiB "
+                  f"in {time.perf_counter() - t0:.2f} s (measured), state {list(rep.states)[-1]}")
+    for k, v in rep.errors.items():
+        console.print(f"  [yellow]{escape(k)}: {escape(v)}[/] (it stays local; `resume()` of "
+                      f"a later saver pushes it)")
+
+
 @app.command("bench")
 def bench(quick: bool = typer.Option(False, "--quick", help="Small sizes (CI smoke)."),
           json_out: bool = JsonOption) -> None:
     """Save stall vs memcpy, persist vs dd, restore vs direct S3 GET and boto3 (measured)."""
-    from rackscale.checkpoint.bench import run_all
-    res = run_all(quick=quick, log=(lambda s: None) if json_out else console.print)
+    res = run_benchmarks(quick=quick, log=(lambda s: None) if json_out else console.print)
     if json_out:
         emit_json(res)
 
 
 def step_checkpoint(ctx: DemoContext) -> None:
     """Demo step: save a small state through every tier, restore it from a cold cache."""
-    from rackscale.checkpoint.demo import demo_checkpoint
-
     ctx.results["checkpoint"] = demo_checkpoint(ctx.data_dir, console.print, ctx.seed)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
-from sqlalchemy import select
 
 from rackscale.cli._common import (
     DbOption,
@@ -29,27 +28,28 @@ from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
 from rackscale.fleet import Topology
 from rackscale.lifecycle import (
+    RACK_MACHINE,
     Controller,
     CoolingDriver,
-    InterlockRefused,
-    LifecycleRow,
     PassReport,
+    RackState,
     RedfishPowerDriver,
     ScontrolSlurm,
     SimCoolingDriver,
     SimPlant,
     SimPowerDriver,
+    TrayState,
     apply_findings,
     counts,
-    flow_ok,
     history,
-    ledger,
+    open_store,
+    parse_state,
     promote_passing,
     set_goal,
     state_of,
     transition,
+    trays_of,
 )
-from rackscale.lifecycle.states import RACK, RackState, TrayState, check, parse_state
 from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
 
 if TYPE_CHECKING:
@@ -111,16 +111,12 @@ def status(
 ) -> None:
     """Racks and trays per state; with --rack, that rack's trays."""
     store = Store(db, readonly=True)  # inspection: creates no database, directory or table
-    ledger.open_store(store)
+    open_store(store)
     if rack is not None:
         row = state_of(store, rack)
-        if row.machine != RACK:
+        if row.machine != RACK_MACHINE:
             raise UserError(f"{rack} is a tray; --rack takes a rack id such as us-east/r01")
-        with store.session() as s:
-            trays = [(t.component_id, t.state, t.fault_tier) for t in s.scalars(
-                select(LifecycleRow).where(LifecycleRow.rack == rack,
-                                           LifecycleRow.machine == "tray")
-                .order_by(LifecycleRow.component_id))]
+        trays = [(t.component_id, t.state, t.fault_tier) for t in trays_of(store, rack)]
         out = {"rack": rack, "state": row.state, "goal": row.goal, "fault_tier": row.fault_tier,
                "trays": [{"id": t, "state": st, "fault_tier": ft} for t, st, ft in trays]}
         if as_json:
@@ -164,34 +160,7 @@ def advance(
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator",
                         faults=faults, twin_seed=twin_seed)
-    row = state_of(store, cid)
-    target = parse_state(row.machine, to)
-    if row.machine == RACK and target in (RackState.COOLING_VERIFIED, RackState.POWERED):
-        rack = ctl.racks[cid]
-        reading = ctl.cooling.read()[cid]
-        why = flow_ok(reading, rack.required_flow_lpm, ctl.policy.max_inlet_c)
-        if why is not None:
-            raise InterlockRefused(f"{to} of {cid} refused by the coolant interlock: {why}; "
-                                   "nothing changed")
-    if row.machine == RACK and target == RackState.POWERED:
-        check(RACK, cid, row.state, target)  # refuse before anything is switched
-        set_goal(store, [cid], RackState.POWERED.value)
-        for _ in range(4 * len(ctl.targets[cid][0]) + 4):
-            why_not = ctl.reconcile().waiting.get(cid)
-            if state_of(store, cid).state == RackState.POWERED:
-                break
-        else:
-            # An error changes nothing: put the goal back (else a later `lifecycle run` would
-            # power the rack up behind the operator's back) and let one pass switch off any
-            # shelf this attempt turned on.
-            set_goal(store, [cid], row.goal)
-            ctl.reconcile()
-            raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
-                            f"{row.goal or 'none'} and it stays {row.state}")
-        result = {"component": cid, "from": row.state, "to": "powered"}
-    else:
-        t = transition(store, cid, target, actor="operator", reason=reason)
-        result = {"component": cid, "from": t.src, "to": t.dst, "seq": t.seq}
+    result = ctl.advance(cid, to, reason=reason)
     if as_json:
         emit_json(result)
     else:
@@ -209,7 +178,7 @@ def drain(
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), slurm_conf=slurm_conf, actor="operator")
     row = state_of(store, cid)
-    to = RackState.DRAINING if row.machine == RACK else TrayState.TRIAGE
+    to = RackState.DRAINING if row.machine == RACK_MACHINE else TrayState.TRIAGE
     t = transition(store, cid, to, actor="operator", reason=reason)
     rep = ctl.reconcile() if slurm_conf else None
     console.print(f"{cid}: {t.src} -> [bold]{t.dst}[/]"
@@ -261,7 +230,7 @@ def run(
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, slurm_conf,
                         enroll=True, faults=faults, twin_seed=twin_seed)
     if goal is not None:
-        parse_state(RACK, goal)
+        parse_state(RACK_MACHINE, goal)
         set_goal(store, list(ctl.targets), goal)
     if faults and not as_json:
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "

@@ -32,11 +32,14 @@ from rackscale.simulate import (
     FleetShape,
     SimConfig,
     make_config,
+    payload,
     plan,
     run,
     sweep,
+    sweep_payload,
+    write_csv,
+    write_png,
 )
-from rackscale.simulate.report import payload, sweep_payload, write_csv, write_png
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 if TYPE_CHECKING:
@@ -62,8 +65,8 @@ SpareDomOpt = typer.Option(None, "--spare-domains",
                            help="Hot-spare units (racks/nodes; trays with --align tray). "
                                 "Default: all the job leaves free.")
 SpareTrayOpt = typer.Option(0, "--spare-trays", help="Hot-spare trays kept idle in each domain.")
-EscOpt = typer.Option(3, "--escalate-at", help="Trays out that send a whole rack to repair "
-                      "(0: never).")
+EscOpt = typer.Option(None, "--escalate-at", help="Trays out that send a whole rack to repair "
+                      "(0: never). Default: the rack template's rule (3 for NVL72).")
 StragOpt = typer.Option(0.1, "--straggler-ratio",
                         help="Fail-slow rate as a fraction of the fail-stop rate.")
 SlowOpt = typer.Option(3.04, "--straggler-slowdown", help="Job slowdown while a straggler runs.")
@@ -110,7 +113,7 @@ def run_cmd(
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
-    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt,
+    escalate_at: int | None = EscOpt, straggler_ratio: float = StragOpt,
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
@@ -188,7 +191,7 @@ def sweep_cmd(
     failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
     restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
     spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
-    escalate_at: int = EscOpt, straggler_ratio: float = StragOpt,
+    escalate_at: int | None = EscOpt, straggler_ratio: float = StragOpt,
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,

@@ -8,7 +8,26 @@ from rackscale.faults.cooling import (
     TwinCoolingDriver,
     TwinCoolingError,
 )
-from rackscale.faults.kinds import FAULT_KINDS, FLAPPING, FaultKind, UnknownFaultKind, get_kind
+from rackscale.faults.kinds import (
+    BAD_CABLE,
+    COOLANT_FLOW_LOW,
+    FAULT_KINDS,
+    FLAPPING,
+    GPU_DEAD,
+    HBM_DEGRADED,
+    LEAF_DEGRADED,
+    LEAF_DOWN,
+    NIC_DEAD,
+    NVLINK_PORT_DOWN,
+    NVLINK_SWITCH_DEGRADED,
+    NVLINK_SWITCH_DOWN,
+    POWER_SHELF_DOWN,
+    SDC,
+    SLOW_GPU,
+    FaultKind,
+    UnknownFaultKind,
+    get_kind,
+)
 from rackscale.faults.spec import (
     DEFAULT_FLAP_PERIOD_S,
     DEFAULT_FLAP_SEVERITY,
@@ -22,9 +41,11 @@ from rackscale.faults.spec import (
 from rackscale.faults.twin import FabricState, ThermalReading, TwinHardware
 
 __all__ = [
-    "DEFAULT_FLAP_PERIOD_S", "DEFAULT_FLAP_SEVERITY", "FAULT_KINDS", "FLAPPING", "HEALTHY_MARGIN",
-    "SUPPLY_C",
-    "FabricState", "Fault", "FaultKind", "FaultsFile", "ThermalReading", "TwinCduReading",
-    "TwinCoolingDriver", "TwinCoolingError", "TwinHardware", "UnknownFaultKind", "demo_faults_path",
-    "faults_from", "get_kind", "load_faults", "parse_faults",
+    "BAD_CABLE", "COOLANT_FLOW_LOW", "DEFAULT_FLAP_PERIOD_S", "DEFAULT_FLAP_SEVERITY",
+    "FAULT_KINDS", "FLAPPING", "GPU_DEAD", "HBM_DEGRADED", "HEALTHY_MARGIN", "LEAF_DEGRADED",
+    "LEAF_DOWN", "NIC_DEAD", "NVLINK_PORT_DOWN", "NVLINK_SWITCH_DEGRADED", "NVLINK_SWITCH_DOWN",
+    "POWER_SHELF_DOWN", "SDC", "SLOW_GPU", "SUPPLY_C", "FabricState", "Fault", "FaultKind",
+    "FaultsFile", "ThermalReading", "TwinCduReading", "TwinCoolingDriver", "TwinCoolingError",
+    "TwinHardware", "UnknownFaultKind", "demo_faults_path", "faults_from", "get_kind",
+    "load_faults", "parse_faults",
 ]

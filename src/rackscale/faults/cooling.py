@@ -31,8 +31,14 @@ import numpy as np
 from rackscale.errors import UserError
 from rackscale.faults.spec import FaultsFile
 from rackscale.faults.twin import TwinHardware
-from rackscale.fleet import COMPUTE_TRAY, NODE, Topology
-from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
+from rackscale.fleet import (
+    COMPUTE_TRAY,
+    NODE,
+    NOMINAL_FLOW_MARGIN,
+    NOMINAL_INLET_C,
+    CduReading,
+    Topology,
+)
 
 # The twin models no supply temperature and gives a healthy CDU the plant's usual margin.
 HEALTHY_MARGIN = NOMINAL_FLOW_MARGIN

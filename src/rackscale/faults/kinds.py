@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackscale.errors import UserError
 from rackscale.fleet import CDU, GPU, LEAF, NIC, NVSWITCH, POWER_SHELF, SWITCH_TRAY
+from rackscale.registry import Registry, UnknownName
 
 
-class UnknownFaultKind(UserError):
+class UnknownFaultKind(UnknownName):
     pass
 
 
@@ -27,50 +27,52 @@ class FaultKind:
     detectable_below: float = 1.0
 
 
-FAULT_KINDS: dict[str, FaultKind] = {
-    k.name: k
-    for k in (
-        FaultKind(name="slow_gpu", target_kinds=(GPU,), has_severity=True,
-                  detectable_below=0.95, description="GEMM throughput below nominal"),
-        FaultKind(name="hbm_degraded", target_kinds=(GPU,), has_severity=True,
-                  detectable_below=0.95, description="HBM bandwidth below nominal"),
-        FaultKind(name="gpu_dead", target_kinds=(GPU,), has_severity=False,
-                  description="GPU fell off the bus: every probe on it errors"),
-        FaultKind(name="sdc", target_kinds=(GPU,), has_severity=False,
-                  description="silent data corruption: GEMM results are wrong"),
-        FaultKind(name="nvlink_port_down", target_kinds=(GPU,), has_severity=False,
-                  description="one GPU loses one of its NVLink planes (8/9 of its bandwidth)"),
-        FaultKind(name="nvlink_switch_down", target_kinds=(SWITCH_TRAY, NVSWITCH),
-                  has_severity=False,
-                  description="an NVLink switch tray is down; the domain reroutes over the rest"),
-        FaultKind(name="nvlink_switch_degraded", target_kinds=(SWITCH_TRAY, NVSWITCH),
-                  has_severity=True, detectable_below=0.9,
-                  description="an NVLink switch tray runs slow; traffic striped over it waits"),
-        FaultKind(name="bad_cable", target_kinds=(NIC,), has_severity=True,
-                  detectable_below=0.9, description="one NIC's scale-out link runs slow"),
-        FaultKind(name="nic_dead", target_kinds=(NIC,), has_severity=False,
-                  description="one NIC carries no traffic"),
-        FaultKind(name="leaf_degraded", target_kinds=(LEAF,), has_severity=True,
-                  detectable_below=0.9, description="a leaf switch forwards below line rate"),
-        FaultKind(name="leaf_down", target_kinds=(LEAF,), has_severity=False,
-                  description="a leaf switch forwards nothing"),
-        FaultKind(name="coolant_flow_low", target_kinds=(CDU,), has_severity=True,
-                  detectable_below=0.85,
-                  description="CDU flow below need: the whole rack heats up and throttles"),
-        FaultKind(name="power_shelf_down", target_kinds=(POWER_SHELF,), has_severity=False,
-                  description="a power shelf delivers nothing (the rest carry the load)"),
-        FaultKind(name="flapping", target_kinds=(), has_severity=False,
-                  description="another kind present only part of the time (duty)"),
-    )
-}
-
 FLAPPING = "flapping"
+# The kinds by name, for code that names a finding (the ladder's stages) or applies a fault.
+SLOW_GPU, HBM_DEGRADED, GPU_DEAD, SDC = "slow_gpu", "hbm_degraded", "gpu_dead", "sdc"
+NVLINK_PORT_DOWN = "nvlink_port_down"
+NVLINK_SWITCH_DOWN, NVLINK_SWITCH_DEGRADED = "nvlink_switch_down", "nvlink_switch_degraded"
+BAD_CABLE, NIC_DEAD = "bad_cable", "nic_dead"
+LEAF_DEGRADED, LEAF_DOWN = "leaf_degraded", "leaf_down"
+COOLANT_FLOW_LOW, POWER_SHELF_DOWN = "coolant_flow_low", "power_shelf_down"
+
+FAULT_KINDS: Registry[FaultKind] = Registry("fault kind", plural="kinds", error=UnknownFaultKind)
+for _k in (
+    FaultKind(name=SLOW_GPU, target_kinds=(GPU,), has_severity=True,
+              detectable_below=0.95, description="GEMM throughput below nominal"),
+    FaultKind(name=HBM_DEGRADED, target_kinds=(GPU,), has_severity=True,
+              detectable_below=0.95, description="HBM bandwidth below nominal"),
+    FaultKind(name=GPU_DEAD, target_kinds=(GPU,), has_severity=False,
+              description="GPU fell off the bus: every probe on it errors"),
+    FaultKind(name=SDC, target_kinds=(GPU,), has_severity=False,
+              description="silent data corruption: GEMM results are wrong"),
+    FaultKind(name=NVLINK_PORT_DOWN, target_kinds=(GPU,), has_severity=False,
+              description="one GPU loses one of its NVLink planes (8/9 of its bandwidth)"),
+    FaultKind(name=NVLINK_SWITCH_DOWN, target_kinds=(SWITCH_TRAY, NVSWITCH),
+              has_severity=False,
+              description="an NVLink switch tray is down; the domain reroutes over the rest"),
+    FaultKind(name=NVLINK_SWITCH_DEGRADED, target_kinds=(SWITCH_TRAY, NVSWITCH),
+              has_severity=True, detectable_below=0.9,
+              description="an NVLink switch tray runs slow; traffic striped over it waits"),
+    FaultKind(name=BAD_CABLE, target_kinds=(NIC,), has_severity=True,
+              detectable_below=0.9, description="one NIC's scale-out link runs slow"),
+    FaultKind(name=NIC_DEAD, target_kinds=(NIC,), has_severity=False,
+              description="one NIC carries no traffic"),
+    FaultKind(name=LEAF_DEGRADED, target_kinds=(LEAF,), has_severity=True,
+              detectable_below=0.9, description="a leaf switch forwards below line rate"),
+    FaultKind(name=LEAF_DOWN, target_kinds=(LEAF,), has_severity=False,
+              description="a leaf switch forwards nothing"),
+    FaultKind(name=COOLANT_FLOW_LOW, target_kinds=(CDU,), has_severity=True,
+              detectable_below=0.85,
+              description="CDU flow below need: the whole rack heats up and throttles"),
+    FaultKind(name=POWER_SHELF_DOWN, target_kinds=(POWER_SHELF,), has_severity=False,
+              description="a power shelf delivers nothing (the rest carry the load)"),
+    FaultKind(name=FLAPPING, target_kinds=(), has_severity=False,
+              description="another kind present only part of the time (duty)"),
+):
+    FAULT_KINDS.add(_k.name, _k)
+
 
 
 def get_kind(name: str) -> FaultKind:
-    try:
-        return FAULT_KINDS[name]
-    except KeyError:
-        raise UnknownFaultKind(
-            f"unknown fault kind {name!r}; valid kinds: {', '.join(FAULT_KINDS)}"
-        ) from None
+    return FAULT_KINDS[name]

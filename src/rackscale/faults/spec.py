@@ -55,8 +55,7 @@ class Fault(BaseModel):
     @model_validator(mode="after")
     def _kind_fields(self) -> Fault:
         if self.kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {self.kind!r}; valid kinds: "
-                             f"{', '.join(FAULT_KINDS)}")
+            raise ValueError(FAULT_KINDS.unknown_message(self.kind))
         if self.kind == FLAPPING:
             if self.of is None or self.duty is None:
                 raise ValueError("a flapping fault needs `of` (the kind it flaps) and `duty` "

@@ -1,5 +1,6 @@
 """Fleet model: spec, rack templates, hardware specs with sources, topology and ids."""
 
+from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 from rackscale.fleet.hardware import GPUS, NICS, PARTS, GpuSku, NicSku
 from rackscale.fleet.links import Fabric, HardwareModel, LinkClass, allreduce_busbw
 from rackscale.fleet.spec import (
@@ -13,7 +14,13 @@ from rackscale.fleet.spec import (
     seed_fleet,
     synthetic_fleet,
 )
-from rackscale.fleet.templates import TEMPLATES, RackTemplate, get_template
+from rackscale.fleet.templates import (
+    DEFAULT_MAX_BAD_TRAYS,
+    TEMPLATES,
+    RackTemplate,
+    UnknownTemplate,
+    get_template,
+)
 from rackscale.fleet.topology import (
     CDU,
     COMPUTE_TRAY,
@@ -32,21 +39,24 @@ from rackscale.fleet.topology import (
     SPINE,
     SWITCH_TRAY,
     Component,
-    Path,
+    Holder,
     Rack,
+    Route,
     Topology,
     UnknownComponent,
+    slurm_node_name,
 )
 from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml, validate
 
 __all__ = [
-    "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "GPUS", "KINDS", "LEAF", "LPM_PER_KW", "NIC",
-    "NICS", "NODE", "NVSWITCH", "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE",
-    "SWITCH_TRAY", "TEMPLATES", "Component", "Fabric", "FleetSpec", "GpuSku", "HardwareModel",
-    "LinkClass", "NetworkSpec", "NicSku", "Path", "Rack", "RackGroup", "RackTemplate",
-    "RegionSpec", "SpecError", "Topology", "UnknownComponent", "YamlSource", "allreduce_busbw",
-    "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml", "seed_fleet",
-    "synthetic_fleet", "validate",
+    "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
+    "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
+    "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
+    "CduReading", "Component", "Fabric", "FleetSpec", "GpuSku", "HardwareModel", "Holder",
+    "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate", "RegionSpec",
+    "Route", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate", "YamlSource",
+    "allreduce_busbw", "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml",
+    "seed_fleet", "slurm_node_name", "synthetic_fleet", "validate",
 ]
 
 

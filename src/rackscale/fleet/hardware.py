@@ -72,6 +72,15 @@ GPUS: dict[str, GpuSku] = {
             power_w=1800, source="NVIDIA CES 2026 figures (secondary); BF16 and power estimated",
             verified=False,
         ),
+        # The lab's "GPU": one CPU rank of the miniature cluster (`rackscale lab`). Its figures
+        # are what the lab states, not a datasheet: GEMM and memory floors for a rank capped at
+        # half a CPU core, and an "NVLink" veth shaped with tc to 800 Mbit/s each way.
+        GpuSku(
+            name="lab-rank", bf16_dense_tflops=0.002, hbm_gb=1, hbm_tbps=0.0005,
+            nvlink_gbps=0.2, power_w=0, source="rackscale lab: stated rates of its tc-shaped "
+            "links (NVLink veth 800 Mbit/s each way); GEMM and copy figures are floors",
+            verified=False,
+        ),
     )
 }
 
@@ -81,6 +90,8 @@ NICS: dict[str, NicSku] = {
         NicSku(name="cx7", gbit_s=400, source="NVIDIA ConnectX-7 (H100/H200/GB200 datasheets)"),
         NicSku(name="cx8", gbit_s=800, source="NVIDIA GB300 reference architecture (secondary)"),
         NicSku(name="cx9", gbit_s=1600, source="Vera Rubin NVL72 seed article: CX-9 1.6 Tb/s"),
+        NicSku(name="lab-veth", gbit_s=0.2,
+               source="rackscale lab: veth shaped by tc to 200 Mbit/s"),
     )
 }
 
@@ -96,5 +107,9 @@ PARTS: dict[str, PartSku] = {
         PartSku(name="nvlink6-switch-tray", kind="switch_tray", source="VR NVL72: 9 trays"),
         PartSku(name="nvswitch-gen3", kind="nvswitch", source="HGX H100/H200: 4 NVSwitch chips"),
         PartSku(name="nvswitch-gen4", kind="nvswitch", source="HGX B200: 2 NVSwitch chips"),
+        PartSku(name="lab-cpu", kind="cpu", source="rackscale lab: the host CPU"),
+        PartSku(name="lab-dpu", kind="dpu", source="rackscale lab: placeholder, no DPU"),
+        PartSku(name="lab-bridge", kind="switch_tray",
+                source="rackscale lab: the rack's NVLink bridge"),
     )
 }

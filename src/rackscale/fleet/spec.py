@@ -65,9 +65,7 @@ class RackGroup(_Strict):
     @classmethod
     def _known_template(cls, v: str) -> str:
         if v not in TEMPLATES:
-            raise ValueError(
-                f"unknown rack template {v!r}; valid templates: {', '.join(sorted(TEMPLATES))}"
-            )
+            raise ValueError(TEMPLATES.unknown_message(v))
         return v
 
     @field_validator("names")
@@ -89,10 +87,10 @@ class RackGroup(_Strict):
             raise ValueError(
                 f"count is {self.count} but {len(self.names)} names are listed; make them agree"
             )
-        if self.nodes_per_rack is not None and TEMPLATES[self.template].shape != "hgx":
+        if self.nodes_per_rack is not None and not TEMPLATES[self.template].nodes_per_rack_varies:
             raise ValueError(
                 f"nodes_per_rack applies to HGX templates only; {self.template} always holds "
-                "18 compute trays"
+                f"{TEMPLATES[self.template].trays} compute trays"
             )
         return self
 

@@ -26,15 +26,29 @@ import numpy as np
 
 from rackscale.errors import UserError
 from rackscale.fleet.hardware import GPUS
+from rackscale.fleet.kinds import (
+    CDU,
+    COMPUTE_TRAY,
+    CPU,
+    DPU,
+    FABRIC_KINDS,
+    GPU,
+    IN_TRAY_KINDS,
+    KINDS,
+    LEAF,
+    NIC,
+    NODE,
+    NVSWITCH,
+    POWER_SHELF,
+    RACK,
+    RACK_LEVEL_KINDS,
+    REGION,
+    SPINE,
+    SWITCH_TRAY,
+    TRAY_KINDS,
+)
 from rackscale.fleet.spec import FleetSpec
 from rackscale.fleet.templates import TEMPLATES, RackTemplate
-
-REGION, RACK = "region", "rack"
-COMPUTE_TRAY, NODE, SWITCH_TRAY, NVSWITCH = "compute_tray", "node", "switch_tray", "nvswitch"
-GPU, CPU, NIC, DPU = "gpu", "cpu", "nic", "dpu"
-CDU, POWER_SHELF, LEAF, SPINE = "cdu", "power_shelf", "leaf", "spine"
-KINDS = (REGION, RACK, COMPUTE_TRAY, NODE, SWITCH_TRAY, NVSWITCH, GPU, CPU, NIC, DPU, CDU,
-         POWER_SHELF, LEAF, SPINE)
 
 # Water at a 10 K rise carries 1 kW per ~1.43 L/min (NUMBERS.md, physics).
 LPM_PER_KW = 1.43
@@ -42,6 +56,12 @@ LPM_PER_KW = 1.43
 
 class UnknownComponent(UserError):
     pass
+
+
+def slurm_node_name(tray_id: str) -> str:
+    """The Slurm node of a tray (HGX: node): its component id with "/" as "-" (Slurm node
+    names cannot hold "/"), e.g. us-east/r03/c07 -> us-east-r03-c07."""
+    return tray_id.replace("/", "-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +95,7 @@ class Rack:
 
     @property
     def power_kw(self) -> float:
-        if self.template.shape == "hgx":
+        if self.template.nodes_per_rack_varies:  # nameplate per node: scale to the nodes held
             return self.template.rack_power_kw / self.template.trays * self.trays
         return self.template.rack_power_kw
 
@@ -84,8 +104,29 @@ class Rack:
         return self.power_kw * LPM_PER_KW
 
 
+Level = Literal["tray", "rack", "fabric", "region"]
+
+
 @dataclass(frozen=True, slots=True)
-class Path:
+class Holder:
+    """What holds a part: the one answer to "which tray, rack or domain is this in".
+
+    `level` says what a fault of the part takes out: its `tray` (a part on a compute tray or
+    HGX node, or the tray itself), its whole `rack` (switch trays, CDU, power shelves, the
+    rack), the shared `fabric` (leaves, spines: no rack holds them), or a `region`.
+    """
+
+    component: str
+    kind: str
+    level: Level
+    region: str
+    rack: str | None  # None outside racks
+    tray: str | None  # the compute tray or node, for tray-level parts only
+    domain: str | None  # the NVLink domain it belongs to; None for fabric, region, HGX racks
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
     """The route between two GPUs. Each hop is a tuple of the parts that carry it in parallel
     (all 9 NVLink switch trays of a domain; every spine, by ECMP)."""
 
@@ -105,7 +146,7 @@ def _template_layout(t: RackTemplate, trays: int) -> list[tuple[str, str, int, s
     """(suffix, kind, parent position or -1 for the rack, sku) of one rack's parts, in order."""
     out: list[tuple[str, str, int, str | None]] = []
     prefix = t.tray_prefix()
-    tray_kind = COMPUTE_TRAY if t.shape == "nvl72" else NODE
+    tray_kind = t.tray_kind
     for c in range(1, trays + 1):
         tray = f"{prefix}{c:02d}"
         tpos = len(out)
@@ -114,9 +155,9 @@ def _template_layout(t: RackTemplate, trays: int) -> list[tuple[str, str, int, s
         out.extend((f"{tray}/cpu{k}", CPU, tpos, t.cpu) for k in range(t.cpus_per_tray))
         out.extend((f"{tray}/nic{k}", NIC, tpos, t.nic) for k in range(t.nics_per_tray))
         out.extend((f"{tray}/dpu{k}", DPU, tpos, t.dpu) for k in range(t.dpus_per_tray))
-        if t.shape == "hgx":
+        if t.switch_kind == NVSWITCH:
             out.extend((f"{tray}/nvsw{k}", NVSWITCH, tpos, t.switch) for k in range(t.switches))
-    if t.shape == "nvl72":
+    if t.switch_kind == SWITCH_TRAY:
         out.extend((f"s{k:02d}", SWITCH_TRAY, -1, t.switch) for k in range(1, t.switches + 1))
     out.append(("cdu", CDU, -1, None))
     out.extend((f"ps{k}", POWER_SHELF, -1, None) for k in range(1, t.power_shelves + 1))
@@ -220,7 +261,7 @@ class Topology:
                 self.region_of.extend([r_no] * len(layout))
                 self.rack_of.extend([rack_no] * len(layout))
                 leaf_group = local // net.racks_per_leaf
-                if t.shape == "nvl72":
+                if t.domain_is_rack:
                     dom = len(self.domains)
                     self.domains.append(rack_id)
                     self.domain_switches.append(
@@ -365,6 +406,39 @@ class Topology:
             raise UserError(f"{cid} is not inside a rack")
         return self.racks[r]
 
+    def tray_index(self, i: int) -> int:
+        """Component index of the compute tray or node holding component `i` (itself for a
+        tray), or -1 when no tray holds it."""
+        kind = self.kinds[i]
+        if kind in TRAY_KINDS:
+            return i
+        if kind in IN_TRAY_KINDS:
+            return self.parents[i]
+        return -1
+
+    def holder(self, cid: str) -> Holder:
+        i = self.idx(cid)
+        kind = self.kinds[i]
+        r = self.rack_of[i]
+        rack = self.racks[r] if r >= 0 else None
+        t = self.tray_index(i)
+        tray = self.ids[t] if t >= 0 else None
+        level: Level
+        if tray is not None:
+            level = "tray"
+        elif kind in RACK_LEVEL_KINDS:
+            level = "rack"
+        elif kind in FABRIC_KINDS:
+            level = "fabric"
+        else:
+            level = "region"
+        domain = None
+        if rack is not None:
+            domain = rack.id if rack.template.domain_is_rack else tray
+        return Holder(component=cid, kind=kind, level=level,
+                      region=self.regions[self.region_of[i]],
+                      rack=rack.id if rack else None, tray=tray, domain=domain)
+
     def gpu_number(self, cid: str) -> int:
         i = self.idx(cid)
         if self.kinds[i] != GPU:
@@ -374,12 +448,12 @@ class Topology:
         return lo + int(np.searchsorted(self.gpu_comp[lo:rack.gpu_end], i))
 
     # ------------------------------------------------------------------ paths
-    def path(self, a: str, b: str) -> Path:
+    def path(self, a: str, b: str) -> Route:
         ga, gb = self.gpu_number(a), self.gpu_number(b)
         if ga == gb:
-            return Path(a, b, "same", ((a,),))
+            return Route(a, b, "same", ((a,),))
         if self.gpu_domain[ga] == self.gpu_domain[gb]:
-            return Path(a, b, "nvlink", ((a,), self.domain_switches[self.gpu_domain[ga]], (b,)))
+            return Route(a, b, "nvlink", ((a,), self.domain_switches[self.gpu_domain[ga]], (b,)))
         nic_a, nic_b = self.ids[self.gpu_nic[ga]], self.ids[self.gpu_nic[gb]]
         leaf_a, leaf_b = self.leaves[self.gpu_leaf[ga]], self.leaves[self.gpu_leaf[gb]]
         hops: list[tuple[str, ...]] = [(a,), (nic_a,), (leaf_a,)]
@@ -390,7 +464,7 @@ class Topology:
                 hops.append(tuple(self.spines[rb]))
             hops.append((leaf_b,))
         hops += [(nic_b,), (b,)]
-        return Path(a, b, "scaleout", tuple(hops))
+        return Route(a, b, "scaleout", tuple(hops))
 
     # ------------------------------------------------------------------ blast radius
     def affected_gpus(self, cid: str) -> np.ndarray:

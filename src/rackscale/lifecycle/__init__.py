@@ -13,8 +13,15 @@ from rackscale.lifecycle.drivers import (
     SimPowerDriver,
     power_targets,
 )
-from rackscale.lifecycle.interlocks import FaultPolicy, InterlockRefused, Tier, flow_ok
-from rackscale.lifecycle.ledger import (
+from rackscale.lifecycle.interlocks import (
+    CoolantTier,
+    FaultPolicy,
+    InterlockRefused,
+    LeakTier,
+    flow_ok,
+)
+from rackscale.lifecycle.redfish import RedfishPowerDriver
+from rackscale.lifecycle.repository import (
     INTERLOCK,
     NOTED,
     SLURM,
@@ -25,28 +32,33 @@ from rackscale.lifecycle.ledger import (
     counts,
     enroll,
     history,
+    open_store,
     set_goal,
     state_of,
     transition,
+    trays_of,
 )
-from rackscale.lifecycle.redfish import RedfishPowerDriver
 from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
+from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
     RACK_TRANSITIONS,
     TRAY_TRANSITIONS,
     IllegalTransition,
     RackState,
     TrayState,
+    check,
+    parse_state,
 )
+from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
 from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
 
 __all__ = [
-    "INTERLOCK", "NOTED", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_TRANSITIONS",
-    "CduReading", "CduTelemetry", "Controller", "CoolingDriver", "DriverError", "EvidenceMissing",
-    "FaultPolicy", "IllegalTransition", "InterlockRefused", "LifecycleRow", "PassReport",
-    "PowerDriver", "RackState", "RedfishPowerDriver", "ScontrolSlurm", "SimCoolingDriver",
-    "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl", "Tier", "TrayState",
-    "TriageReport", "UnknownLifecycleComponent", "apply_findings", "counts", "enroll",
-    "flow_ok", "history", "node_name", "power_targets", "promote_passing", "set_goal",
-    "state_of", "transition",
+    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_MACHINE",
+    "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
+    "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
+    "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",
+    "ScontrolSlurm", "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl",
+    "TrayState", "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts",
+    "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
+    "promote_passing", "set_goal", "state_of", "transition", "trays_of",
 ]

@@ -5,7 +5,8 @@ leak tiers -> coolant-fault tiers (with deadlines) -> power (sequenced under the
 only with verified flow) -> valve -> caps -> onboarding goal -> escalation -> Slurm. It is
 level-triggered and idempotent: a pass with nothing changed sends no command and writes
 nothing, and a pass after a crash re-derives what is left from what the hardware reports, so a
-transition is neither lost nor written twice (the ledger's compare-and-set guards that too).
+transition is neither lost nor written twice (the state repository's compare-and-set guards
+that too).
 Writes for one rack commit together, after its commands.
 """
 
@@ -14,30 +15,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from rackscale.errors import UserError
 from rackscale.fleet import Topology
-from rackscale.lifecycle import ledger
+from rackscale.lifecycle import repository
 from rackscale.lifecycle.drivers import (
-    CduTelemetry,
     CoolingDriver,
     DriverError,
     PowerDriver,
     power_targets,
 )
 from rackscale.lifecycle.interlocks import (
+    RESPONSE_STEPS,
+    SEVERE_LEAK_TRAYS,
+    CoolantTier,
     FaultPolicy,
-    Tier,
+    InterlockRefused,
+    LeakTier,
     coolant_fault,
     flow_ok,
     leak_tier,
 )
-from rackscale.lifecycle.ledger import INTERLOCK, SLURM, LifecycleRow, StaleState
-from rackscale.lifecycle.passes import PassReport, Tx
+from rackscale.lifecycle.passes import Pass, PassReport, RackPass, Row, Tx
+from rackscale.lifecycle.repository import INTERLOCK, SLURM, LifecycleRow, StaleState
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
@@ -48,6 +52,11 @@ from rackscale.lifecycle.states import (
     TRAY_TRANSITIONS,
     RackState,
     TrayState,
+    check,
+    parse_state,
+)
+from rackscale.lifecycle.states import (
+    RACK as RACK_MACHINE,
 )
 from rackscale.store import Store
 
@@ -59,20 +68,12 @@ PENDING_TIMEOUT_S = 60.0  # a BMC that has not applied power-on by then is asked
 _HELD_STATES = frozenset({T.REPAIR.value, T.RMA.value})  # trays kept powered off
 
 
-@dataclass(slots=True)
-class _Row:
-    state: str
-    goal: str | None
-    since: float | None
-    tier: int
-
-
 class Controller:
     def __init__(self, store: Store, topo: Topology, power: PowerDriver,
                  cooling: CoolingDriver, *, slurm: SlurmControl | None = None,
                  clock: Callable[[], float] = time.time, policy: FaultPolicy | None = None,
                  actor: str = "controller") -> None:
-        self.store = ledger.open_store(store)
+        self.store = repository.open_store(store)
         self.topo = topo
         self.power = power
         self.cooling = cooling
@@ -85,20 +86,40 @@ class Controller:
         self.budget = {g.name: g.power_budget_kw for g in topo.spec.regions}
         self.shelf_kw = {r.id: r.power_kw / max(1, len(self.targets[r.id][0]))
                          for r in topo.racks}
-        self._pending: dict[str, float] = {}
-        self._bad: dict[str, int] = {}  # rack -> trays in a bad state (this pass)
-        self._held: set[str] = set()  # trays held off by a leak (this pass)
-        self._repair: set[str] = set()  # trays in repair/rma: kept off (this pass)
+        self._pending: dict[str, float] = {}  # target -> when power-on was asked (across passes)
         self._holds: dict[str, str] = {}  # rack -> interlock rule holding it (logged once)
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
 
     def enroll(self) -> int:
-        return ledger.enroll(self.store, self.topo, actor=self.actor)
+        return repository.enroll(self.store, self.topo, actor=self.actor)
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> PassReport:
-        now = self.clock()
-        rep = PassReport()
+        ps = self._read_pass(self.clock())
+        for rid in self.targets:
+            row = ps.rows.get(rid)
+            reading = ps.readings.get(rid)
+            if row is None or reading is None:
+                continue  # not enrolled / no CDU telemetry: nothing is commanded blind
+            shelves, trays = self.targets[rid]
+            try:
+                with ExitStack() as stack:
+                    self._rack(RackPass(ps, rid, row, shelves, trays, reading,
+                                         Tx(self.store, stack)))
+            except (DriverError, StaleState) as err:
+                # StaleState: an operator (`lifecycle advance/drain`) moved a row of this rack
+                # after this pass read it; the rack's writes roll back and the next pass
+                # starts from the new state instead of the whole controller stopping.
+                ps.rep.errors[rid] = str(err)
+        if self.slurm is not None:
+            try:
+                self._slurm(self.slurm, ps.rows, ps.rep)
+            except SlurmError as err:  # slurmctld down: the racks go on, Slurm next pass
+                ps.rep.errors["slurm"] = str(err)
+        return ps.rep
+
+    def _read_pass(self, now: float) -> Pass:
+        """Every lifecycle row, power target, CDU and cap, read once for the pass."""
         # Raw driver rows fetched in one go: at ~34k rows per pass the ORM's per-row cost
         # would dominate. Bad-tray counts and leak holds are tallied here, once.
         with self.store.engine.connect() as conn:
@@ -107,49 +128,60 @@ class Controller:
                         "FROM lifecycle_state")
             raw = cur.fetchall()
             cur.close()
-        rows: dict[str, _Row] = {}
-        self._bad = {}
-        self._held = set()
-        self._repair = set()
-        for cid, st, goal, since, tier, rack in raw:
-            rows[cid] = _Row(st, goal, since, tier)
+        rows: dict[str, Row] = {}
+        bad: dict[str, int] = {}
+        held: set[str] = set()
+        repair: set[str] = set()
+        for cid, state, goal, since, tier, rack in raw:
+            rows[cid] = Row(state, goal, since, tier)
             if cid != rack:
-                if st in BAD_TRAY_STATES:
-                    self._bad[rack] = self._bad.get(rack, 0) + 1
-                if tier >= Tier.OFF:
-                    self._held.add(cid)
-                if st in _HELD_STATES:
-                    self._repair.add(cid)
+                if state in BAD_TRAY_STATES:
+                    bad[rack] = bad.get(rack, 0) + 1
+                if tier >= CoolantTier.OFF:
+                    held.add(cid)
+                if state in _HELD_STATES:
+                    repair.add(cid)
         obs = self.power.observe()
-        readings = self.cooling.read()
-        caps = self.power.caps()
+        ps = Pass(now=now, rows=rows, obs=obs, caps=self.power.caps(),
+                   readings=self.cooling.read(), bad=bad, held=held, repair=repair)
         # Budget admission reserves a rack's whole nameplate when its first shelf goes on, so
         # racks never split the budget between them and stall half-powered.
-        load: dict[str, float] = {}
         for rid, (shelves, _) in self.targets.items():
             if any(obs.get(t) or t in self._pending for t in shelves):
                 region = self.racks[rid].region
-                load[region] = load.get(region, 0.0) + self.racks[rid].power_kw
-        for rid in self.targets:
-            row = rows.get(rid)
-            reading = readings.get(rid)
-            if row is None or reading is None:
-                continue  # not enrolled / no CDU telemetry: nothing is commanded blind
-            try:
-                with ExitStack() as stack:
-                    tx = Tx(self.store, stack)
-                    self._rack(rid, row, rows, obs, reading, caps, now, load, rep, tx)
-            except (DriverError, StaleState) as err:
-                # StaleState: an operator (`lifecycle advance/drain`) moved a row of this rack
-                # after this pass read it; the rack's writes roll back and the next pass
-                # starts from the new state instead of the whole controller stopping.
-                rep.errors[rid] = str(err)
-        if self.slurm is not None:
-            try:
-                self._slurm(self.slurm, rows, rep)
-            except SlurmError as err:  # slurmctld down: the racks go on, Slurm next pass
-                rep.errors["slurm"] = str(err)
-        return rep
+                ps.load[region] = ps.load.get(region, 0.0) + self.racks[rid].power_kw
+        return ps
+
+    def advance(self, cid: str, to: str, *, reason: str) -> dict[str, Any]:
+        """An operator's move of one rack or tray to `to`: one legal transition. Cooling
+        verified and powered are refused while the coolant interlock would hold the rack;
+        powered runs the sequenced power-up (passes until the rack reports powered) and, when
+        it cannot finish, puts the rack's goal back and switches off what it turned on."""
+        row = repository.state_of(self.store, cid)
+        target = parse_state(row.machine, to)
+        if row.machine == RACK_MACHINE and target in (R.COOLING_VERIFIED, R.POWERED):
+            rack = self.racks[cid]
+            why = flow_ok(self.cooling.read()[cid], rack.required_flow_lpm,
+                          self.policy.max_inlet_c)
+            if why is not None:
+                raise InterlockRefused(f"{to} of {cid} refused by the coolant interlock: "
+                                       f"{why}; nothing changed")
+        if row.machine == RACK_MACHINE and target == R.POWERED:
+            check(RACK_MACHINE, cid, row.state, target)  # refuse before anything is switched
+            repository.set_goal(self.store, [cid], R.POWERED.value)
+            for _ in range(4 * len(self.targets[cid][0]) + 4):
+                why_not = self.reconcile().waiting.get(cid)
+                if repository.state_of(self.store, cid).state == R.POWERED:
+                    return {"component": cid, "from": row.state, "to": "powered"}
+            # An error changes nothing: put the goal back (else a later `lifecycle run` would
+            # power the rack up behind the operator's back) and let one pass switch off any
+            # shelf this attempt turned on.
+            repository.set_goal(self.store, [cid], row.goal)
+            self.reconcile()
+            raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
+                            f"{row.goal or 'none'} and it stays {row.state}")
+        t = repository.transition(self.store, cid, target, actor=self.actor, reason=reason)
+        return {"component": cid, "from": t.src, "to": t.dst, "seq": t.seq}
 
     def run(self, *, max_passes: int | None = None, until_idle: bool = False,
             period_s: float = 0.0, on_pass: Callable[[PassReport], None] | None = None) -> int:
@@ -167,106 +199,122 @@ class Controller:
         return n
 
     # ------------------------------------------------------------------ one rack
-    def _rack(self, rid: str, row: _Row, rows: dict[str, _Row], obs: dict[str, bool],
-              reading: CduTelemetry, caps: dict[str, float], now: float,
-              load: dict[str, float], rep: PassReport, tx: Tx) -> None:
-        rack = self.racks[rid]
-        shelves, trays = self.targets[rid]
-        need = rack.required_flow_lpm
-        pol = self.policy
-        any_on = any(obs.get(t) for t in (*shelves, *trays))
-
-        lt = leak_tier(reading)
-        if lt in ("critical", "severe"):
-            legal = R.ISOLATED in RACK_TRANSITIONS[R(row.state)]
-            if any_on or reading.valve_open or (legal and row.state != R.ISOLATED):
-                self._all_off(shelves, trays, obs, rep)
-                if reading.valve_open:
-                    self.cooling.set_valve(rid, False)
-                    rep.commands += 1
-                why = ("critical leak: valve closed" if lt == "critical" else
-                       f"{len(reading.leaking_trays)} trays leaking (> 2): rack isolated")
-                self._interlock(tx(), rid, f"leak_{lt}", "isolate", why, rep,
-                                trays=sorted(reading.leaking_trays))
-                if legal and row.state != R.ISOLATED:
-                    self._move(tx(), rid, row, R.ISOLATED, why, rep)
-                self._fault(tx(), rid, row, row.since or now, Tier.ISOLATE)
+    def _rack(self, r: RackPass) -> None:
+        """Leak tiers, coolant-fault tiers, valve and caps, power, onboarding, escalation."""
+        if self._leak(r):
             return
-        if lt == "general":
-            for tray in sorted(reading.leaking_trays):
-                trow = rows.get(tray)
-                if trow is None or trow.tier >= Tier.OFF:
-                    continue
-                if obs.get(tray):
-                    self.power.set_power(tray, False)
-                    obs[tray] = False
-                    rep.commands += 1
-                why = f"leak at tray {tray}: tray shut down (1-2 leaking trays)"
-                self._interlock(tx(), tray, "leak_general", "power_off_tray", why, rep)
-                if T(trow.state) not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[
-                        T(trow.state)]:
-                    self._move(tx(), tray, trow, T.TRIAGE, why, rep)
-                self._fault(tx(), tray, trow, now, Tier.OFF)
-
-        # a tray held off by a leak is released once it is dry and out of triage
-        for tray in self._held.intersection(trays) if self._held else ():
-            trow = rows[tray]
-            if (trow.tier >= Tier.OFF and tray not in reading.leaking_trays
-                    and trow.state not in BAD_TRAY_STATES):
-                self._fault(tx(), tray, trow, None, Tier.NONE)
-
-        fault = coolant_fault(reading, need, pol.max_inlet_c)
-        shelves_on = any(obs.get(t) for t in shelves)
-        if fault and (shelves_on or row.tier > 0):
-            since = row.since if row.since is not None else now
-            age = now - since
-            tier = Tier(row.tier)
-            for step in (Tier.WARN, Tier.CAP, Tier.DRAIN, Tier.OFF, Tier.ISOLATE):
-                if tier >= step:
-                    continue
-                if age < pol.due(step):
-                    break
-                self._step(tx, rid, row, step, fault, shelves, trays, obs, reading, rep)
-                tier = step
-            if tier != row.tier or row.since is None:
-                self._fault(tx(), rid, row, since, tier)
-        elif not fault and row.tier > 0:
-            cleared_from = row.tier
-            self._fault(tx(), rid, row, None, Tier.NONE)
-            self._interlock(tx(), rid, "coolant", "cleared", "coolant fault cleared", rep,
-                            tier=int(cleared_from))
-            if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < Tier.OFF:
-                self._try_production(tx(), rid, row, rep, "coolant fault cleared")
-
+        self._coolant(r)
+        ps, rid, row, reading = r.ps, r.rid, r.row, r.reading
+        rep, pol = ps.rep, self.policy
         # ---- valve and caps follow the state
-        want_valve = row.state != R.ISOLATED and row.tier < Tier.ISOLATE
+        want_valve = row.state != R.ISOLATED and row.tier < CoolantTier.ISOLATE
         if reading.valve_open != want_valve:
             self.cooling.set_valve(rid, want_valve)
             rep.commands += 1
-        want_cap = Tier.CAP <= row.tier < Tier.OFF
-        if (rid in caps) != want_cap:
+        want_cap = CoolantTier.CAP <= row.tier < CoolantTier.OFF
+        if (rid in ps.caps) != want_cap:
             self.power.set_cap(rid, pol.cap_fraction if want_cap else None)
             rep.commands += 1
 
         # ---- power
         goal_i = _GOAL_INDEX.get(row.goal or "", -1)
         sequencing = (row.state == R.COOLING_VERIFIED and goal_i > _PATH_INDEX[row.state]
-                      and row.tier == Tier.NONE)
-        if (row.state in POWERED_RACK_STATES and row.tier < Tier.OFF) or sequencing:
-            self._power_up(rid, row, rows, shelves, trays, obs, reading, load, now, rep, tx)
+                      and row.tier == CoolantTier.NONE)
+        if (row.state in POWERED_RACK_STATES and row.tier < CoolantTier.OFF) or sequencing:
+            self._power_up(r)
         else:
-            self._all_off(shelves, trays, obs, rep)
+            self._all_off(r)
 
         # ---- onboarding goal and escalation
-        if row.tier == Tier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
-            self._walk(tx, rid, row, rows, trays, obs, reading, rep)
+        if row.tier == CoolantTier.NONE and goal_i > _GOAL_INDEX.get(row.state, 99):
+            self._walk(r)
         if row.state in SERVING_RACK_STATES:
-            self._promote_trays(tx, rows, trays, rep)
-        self._escalate(tx, rid, row, rows, trays, rep)
+            self._promote_trays(r)
+        self._escalate(r)
 
-    def _power_up(self, rid: str, row: _Row, rows: dict[str, _Row], shelves: list[str],
-                  trays: list[str], obs: dict[str, bool], reading: CduTelemetry,
-                  load: dict[str, float], now: float, rep: PassReport, tx: Tx) -> None:
+    def _leak(self, r: RackPass) -> bool:
+        """Leak interlocks: a critical or severe leak isolates the rack (True: nothing else
+        runs for it this pass); 1-2 leaking trays are shut down; dry trays are released."""
+        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        rows, obs, now, rep = ps.rows, ps.obs, ps.now, ps.rep
+        shelves, trays = r.shelves, r.trays
+        any_on = any(obs.get(t) for t in (*shelves, *trays))
+
+        lt = leak_tier(reading)
+        if lt in (LeakTier.CRITICAL, LeakTier.SEVERE):
+            legal = R.ISOLATED in RACK_TRANSITIONS[R(row.state)]
+            if any_on or reading.valve_open or (legal and row.state != R.ISOLATED):
+                self._all_off(r)
+                if reading.valve_open:
+                    self.cooling.set_valve(rid, False)
+                    rep.commands += 1
+                why = ("critical leak: valve closed" if lt == LeakTier.CRITICAL else
+                       f"{len(reading.leaking_trays)} trays leaking (> {SEVERE_LEAK_TRAYS}): "
+                       "rack isolated")
+                self._interlock(tx(), rid, f"leak_{lt}", "isolate", why, ps,
+                                trays=sorted(reading.leaking_trays))
+                if legal and row.state != R.ISOLATED:
+                    self._move(tx(), rid, row, R.ISOLATED, why, ps)
+                self._fault(tx(), rid, row, row.since or now, CoolantTier.ISOLATE, ps)
+            return True
+        if lt == LeakTier.GENERAL:
+            for tray in sorted(reading.leaking_trays):
+                trow = rows.get(tray)
+                if trow is None or trow.tier >= CoolantTier.OFF:
+                    continue
+                if obs.get(tray):
+                    self.power.set_power(tray, False)
+                    obs[tray] = False
+                    rep.commands += 1
+                why = f"leak at tray {tray}: tray shut down (1-2 leaking trays)"
+                self._interlock(tx(), tray, "leak_general", "power_off_tray", why, ps)
+                if T(trow.state) not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[
+                        T(trow.state)]:
+                    self._move(tx(), tray, trow, T.TRIAGE, why, ps)
+                self._fault(tx(), tray, trow, now, CoolantTier.OFF, ps)
+
+        # a tray held off by a leak is released once it is dry and out of triage
+        for tray in ps.held.intersection(trays) if ps.held else ():
+            trow = rows[tray]
+            if (trow.tier >= CoolantTier.OFF and tray not in reading.leaking_trays
+                    and trow.state not in BAD_TRAY_STATES):
+                self._fault(tx(), tray, trow, None, CoolantTier.NONE, ps)
+        return False
+
+    def _coolant(self, r: RackPass) -> None:
+        """A coolant fault steps through the response tiers as each comes due; a cleared one
+        lifts them."""
+        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        now, pol = ps.now, self.policy
+        need = self.racks[rid].required_flow_lpm
+        fault = coolant_fault(reading, need, pol.max_inlet_c)
+        shelves_on = any(ps.obs.get(t) for t in r.shelves)
+        if fault and (shelves_on or row.tier > 0):
+            since = row.since if row.since is not None else now
+            age = now - since
+            tier = CoolantTier(row.tier)
+            for step in RESPONSE_STEPS:
+                if tier >= step:
+                    continue
+                if age < pol.due(step):
+                    break
+                self._step(r, step, fault)
+                tier = step
+            if tier != row.tier or row.since is None:
+                self._fault(tx(), rid, row, since, tier, ps)
+        elif not fault and row.tier > 0:
+            cleared_from = row.tier
+            self._fault(tx(), rid, row, None, CoolantTier.NONE, ps)
+            self._interlock(tx(), rid, "coolant", "cleared", "coolant fault cleared", ps,
+                            tier=int(cleared_from))
+            if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < CoolantTier.OFF:
+                self._try_production(tx(), rid, row, ps, "coolant fault cleared")
+
+
+    def _power_up(self, r: RackPass) -> None:
+        """Shelves one at a time under the flow interlock and the region budget, then trays."""
+        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        shelves, trays, obs, load, now, rep = r.shelves, r.trays, ps.obs, ps.load, ps.now, ps.rep
         rack = self.racks[rid]
         off = [t for t in shelves if not obs.get(t)]
         for t in shelves:
@@ -275,7 +323,7 @@ class Controller:
         if off:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                self._hold(tx, rid, "power_on", f"power-on interlock: {why}", reading, rep)
+                self._hold(r, "power_on", f"power-on interlock: {why}")
                 return
             self._holds.pop(rid, None)
             nxt = off[0]
@@ -295,7 +343,7 @@ class Controller:
                 load[rack.region] = used + rack.power_kw
             self._pending[nxt] = now
             return  # shelves come up one at a time: the next one after this one reports on
-        held, repair = self._held, self._repair
+        held, repair = ps.held, ps.repair
         for tray in trays:
             on = obs.get(tray)
             hold = tray in held or tray in repair
@@ -309,140 +357,144 @@ class Controller:
         if row.state == R.COOLING_VERIFIED:
             self._move(tx(), rid, row, R.POWERED,
                        f"power sequence complete: {len(shelves)} shelves brought up one at a "
-                       f"time with flow {reading.flow_lpm:.0f} L/min verified", rep,
+                       f"time with flow {reading.flow_lpm:.0f} L/min verified", ps,
                        shelves=len(shelves))
 
-    def _all_off(self, shelves: list[str], trays: list[str], obs: dict[str, bool],
-                 rep: PassReport) -> None:
-        for t in (*trays, *reversed(shelves)):  # trays before the shelves that feed them
+    def _all_off(self, r: RackPass) -> None:
+        obs, rep = r.ps.obs, r.ps.rep
+        for t in (*r.trays, *reversed(r.shelves)):  # trays before the shelves that feed them
             if obs.get(t):
                 self.power.set_power(t, False)
                 obs[t] = False
                 rep.commands += 1
             self._pending.pop(t, None)
 
-    def _step(self, tx: Tx, rid: str, row: _Row, step: Tier, fault: str,
-              shelves: list[str], trays: list[str], obs: dict[str, bool],
-              reading: CduTelemetry, rep: PassReport) -> None:
-        s = tx()
+    def _step(self, r: RackPass, step: CoolantTier, fault: str) -> None:
+        """One step of the coolant-fault response, now due."""
+        ps, rid, row, reading, rep = r.ps, r.rid, r.row, r.reading, r.ps.rep
+        s = r.tx()
         action = step.name.lower()
-        self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", rep,
+        self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", ps,
                         tier=int(step))
-        if step == Tier.CAP:
+        if step == CoolantTier.CAP:
             self.power.set_cap(rid, self.policy.cap_fraction)
             rep.commands += 1
             if row.state == R.PRODUCTION:
-                self._move(s, rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", rep)
-        elif step == Tier.DRAIN:
+                self._move(s, rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", ps)
+        elif step == CoolantTier.DRAIN:
             if row.state in (R.PRODUCTION, R.DEGRADED):
-                self._move(s, rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", rep)
-        elif step == Tier.OFF:
-            self._all_off(shelves, trays, obs, rep)
+                self._move(s, rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", ps)
+        elif step == CoolantTier.OFF:
+            self._all_off(r)
             if R.MAINTENANCE in RACK_TRANSITIONS[R(row.state)] and row.state in POWERED_RACK_STATES:
                 self._move(s, rid, row, R.MAINTENANCE,
-                           f"coolant fault ({fault}): rack powered off", rep)
-        elif step == Tier.ISOLATE:
+                           f"coolant fault ({fault}): rack powered off", ps)
+        elif step == CoolantTier.ISOLATE:
             if reading.valve_open:
                 self.cooling.set_valve(rid, False)
                 rep.commands += 1
             if R.ISOLATED in RACK_TRANSITIONS[R(row.state)]:
                 self._move(s, rid, row, R.ISOLATED,
-                           f"coolant fault ({fault}) unresolved: valve closed", rep)
+                           f"coolant fault ({fault}) unresolved: valve closed", ps)
 
-    def _walk(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row], trays: list[str],
-              obs: dict[str, bool], reading: CduTelemetry, rep: PassReport) -> None:
+    def _walk(self, r: RackPass) -> None:
+        """One step along the onboarding path towards the rack's goal."""
+        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        rows, trays, obs = ps.rows, r.trays, ps.obs
         rack = self.racks[rid]
         st = row.state
         if st == R.RECEIVED:
             self._move(tx(), rid, row, R.CABLED, "onboarding: power, coolant and network "
-                       "cabled (simulated check)", rep)
+                       "cabled (simulated check)", ps)
         elif st == R.CABLED:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
             if why is not None:
-                self._hold(tx, rid, "cooling_verify", f"cooling not verified: {why}", reading,
-                           rep)
+                self._hold(r, "cooling_verify", f"cooling not verified: {why}")
                 return
             self._holds.pop(rid, None)
             self._move(tx(), rid, row, R.COOLING_VERIFIED,
                        f"coolant flow {reading.flow_lpm:.0f} L/min >= required "
-                       f"{rack.required_flow_lpm:.0f} L/min ({rack.power_kw:.0f} kW)", rep,
+                       f"{rack.required_flow_lpm:.0f} L/min ({rack.power_kw:.0f} kW)", ps,
                        flow_lpm=reading.flow_lpm, required_lpm=round(rack.required_flow_lpm, 1))
         elif st == R.POWERED:
             for tray in trays:
                 trow = rows.get(tray)
                 if trow is not None and trow.state == T.ONBOARD and obs.get(tray):
-                    self._move(tx(), tray, trow, T.SEATRIAL, "powered: BMC reachable", rep)
+                    self._move(tx(), tray, trow, T.SEATRIAL, "powered: BMC reachable", ps)
             self._move(tx(), rid, row, R.FIRMWARE, "firmware, switch OS and NVLink "
-                       "configuration applied (simulated Zap)", rep)
+                       "configuration applied (simulated Zap)", ps)
         elif st == R.FIRMWARE:
             for tray in trays:
                 trow = rows.get(tray)
                 if trow is not None and trow.state == T.SEATRIAL:
-                    self._move(tx(), tray, trow, T.BURN_IN, "rack firmware applied", rep)
+                    self._move(tx(), tray, trow, T.BURN_IN, "rack firmware applied", ps)
             self._move(tx(), rid, row, R.BURN_IN, "burn-in started; waiting for certification",
-                       rep)
+                       ps)
         elif st == R.BURN_IN:
             s = tx()
-            if ledger.passing_evidence(s, ledger.get_row(s, rid)) is not None:
-                self._move(s, rid, row, R.CERTIFIED, "passing certification on record", rep)
+            if repository.passing_evidence(s, repository.get_row(s, rid)) is not None:
+                self._move(s, rid, row, R.CERTIFIED, "passing certification on record", ps)
         elif st == R.CERTIFIED:
-            self._try_production(tx(), rid, row, rep, "goal production")
+            self._try_production(tx(), rid, row, ps, "goal production")
 
-    def _promote_trays(self, tx: Tx, rows: dict[str, _Row], trays: list[str],
-                       rep: PassReport) -> None:
+    def _promote_trays(self, r: RackPass) -> None:
         """Trays in burn_in of a serving rack join production once a passing certification
-        newer than their last repair is on record (the ledger checks it again)."""
-        for tray in trays:
-            trow = rows.get(tray)
+        newer than their last repair is on record (the state repository checks it again)."""
+        for tray in r.trays:
+            trow = r.ps.rows.get(tray)
             if trow is None or trow.state != T.BURN_IN:
                 continue
-            s = tx()
-            if ledger.passing_evidence(s, ledger.get_row(s, tray)) is not None:
-                self._move(s, tray, trow, T.PRODUCTION, "passing certification on record", rep)
+            s = r.tx()
+            if repository.passing_evidence(s, repository.get_row(s, tray)) is not None:
+                self._move(s, tray, trow, T.PRODUCTION, "passing certification on record",
+                           r.ps)
 
-    def _escalate(self, tx: Tx, rid: str, row: _Row, rows: dict[str, _Row],
-                  trays: list[str], rep: PassReport) -> None:
-        if self.racks[rid].template.shape != "nvl72":
+    def _escalate(self, r: RackPass) -> None:
+        """The rack template's rule: too many bad trays cordon the rack, some degrade it."""
+        ps, rid, row, tx = r.ps, r.rid, r.row, r.tx
+        template = self.racks[rid].template
+        if not template.cordon_on_bad_trays:
             return
-        bad = self._bad.get(rid, 0)
-        if bad > 2 and row.state in (R.PRODUCTION, R.DEGRADED):
+        bad, limit = ps.bad.get(rid, 0), template.max_bad_trays
+        if bad > limit and row.state in (R.PRODUCTION, R.DEGRADED):
             self._move(tx(), rid, row, R.DRAINING,
-                       f"{bad} trays bad (> 2): NVL72 rack cordoned", rep, bad_trays=bad)
-        elif 0 < bad <= 2 and row.state == R.PRODUCTION:
-            self._move(tx(), rid, row, R.DEGRADED, f"{bad} tray(s) out (<= 2 tolerated)", rep)
+                       f"{bad} trays bad (> {limit}): NVL72 rack cordoned", ps, bad_trays=bad)
+        elif 0 < bad <= limit and row.state == R.PRODUCTION:
+            self._move(tx(), rid, row, R.DEGRADED,
+                       f"{bad} tray(s) out (<= {limit} tolerated)", ps)
 
-    def _try_production(self, s: Session, rid: str, row: _Row, rep: PassReport,
-                        why: str) -> None:
-        lrow = ledger.get_row(s, rid)
-        if ledger.passing_evidence(s, lrow) is None:
-            rep.waiting[rid] = "production needs a passing certification newer than repair"
+    def _try_production(self, s: Session, rid: str, row: Row, ps: Pass, why: str) -> None:
+        lrow = repository.get_row(s, rid)
+        if repository.passing_evidence(s, lrow) is None:
+            ps.rep.waiting[rid] = "production needs a passing certification newer than repair"
             return
-        self._move(s, rid, row, R.PRODUCTION, why, rep)
+        self._move(s, rid, row, R.PRODUCTION, why, ps)
 
     # ------------------------------------------------------------------ writes
-    def _move(self, s: Session, cid: str, row: _Row, to: str, reason: str, rep: PassReport,
+    def _move(self, s: Session, cid: str, row: Row, to: str, reason: str, ps: Pass,
               **extra: Any) -> None:
-        ledger.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
+        repository.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
                           expect=row.state, extra=extra or None)
         if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
-            rack = cid.rsplit("/", 1)[0]
+            rack = self.topo.holder(cid).rack
             delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)
-            self._bad[rack] = self._bad.get(rack, 0) + delta
+            ps.bad[rack] = ps.bad.get(rack, 0) + delta
         row.state = str(to)
-        rep.transitions += 1
+        ps.rep.transitions += 1
 
-    def _fault(self, s: Session, cid: str, row: _Row, since: float | None, tier: int) -> None:
+    def _fault(self, s: Session, cid: str, row: Row, since: float | None, tier: int,
+               ps: Pass) -> None:
         s.execute(update(LifecycleRow).where(LifecycleRow.component_id == cid)
                   .values(fault_since=since, fault_tier=int(tier)))
         row.since, row.tier = since, int(tier)
-        if int(tier) >= Tier.OFF and cid in self._nodes:
-            self._held.add(cid)
+        if int(tier) >= CoolantTier.OFF and cid in self._nodes:
+            ps.held.add(cid)
 
-    def _hold(self, tx: Tx, rid: str, rule: str, why: str, reading: CduTelemetry,
-              rep: PassReport) -> None:
+    def _hold(self, r: RackPass, rule: str, why: str) -> None:
         """The coolant interlock holds a rack: say so every pass, log it once per hold. The
         log's last word on the rack decides after a restart, so a restart does not repeat it."""
-        rep.waiting[rid] = why
+        rid, reading = r.rid, r.reading
+        r.ps.rep.waiting[rid] = why
         if self._holds.get(rid) == rule:
             return
         self._holds[rid] = rule
@@ -450,18 +502,19 @@ class Controller:
                                  newest_first=True)
         if last and last[0].kind == INTERLOCK and last[0].payload.get("rule") == rule:
             return
-        self._interlock(tx(), rid, rule, "hold", why, rep, flow_lpm=round(reading.flow_lpm, 1),
+        self._interlock(r.tx(), rid, rule, "hold", why, r.ps,
+                        flow_lpm=round(reading.flow_lpm, 1),
                         required_lpm=round(self.racks[rid].required_flow_lpm, 1))
 
     def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
-                   rep: PassReport, **extra: Any) -> None:
+                   ps: Pass, **extra: Any) -> None:
         payload = {"rule": rule, "action": action, "at": self.clock(), **extra}
         self.store.append_event(cid, INTERLOCK, payload, actor=self.actor, reason=reason,
                                 session=s)
-        rep.interlocks += 1
+        ps.rep.interlocks += 1
 
     # ------------------------------------------------------------------ slurm
-    def _slurm(self, slurm: SlurmControl, rows: dict[str, _Row], rep: PassReport) -> None:
+    def _slurm(self, slurm: SlurmControl, rows: dict[str, Row], rep: PassReport) -> None:
         known = slurm.nodes()
         drains: dict[str, list[tuple[str, str]]] = {}
         resumes: list[tuple[str, str]] = []

@@ -24,8 +24,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
-from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
-from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
+from rackscale.fleet import (
+    COMPUTE_TRAY,
+    NODE,
+    NOMINAL_FLOW_MARGIN,
+    NOMINAL_INLET_C,
+    POWER_SHELF,
+    CduReading,
+    Topology,
+)
 from rackscale.inputs import InputError, read_text
 
 # ASHRAE W45 is the warmest liquid-cooling supply class (NUMBERS.md): above it the coolant can

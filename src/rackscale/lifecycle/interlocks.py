@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 from rackscale.errors import UserError
 from rackscale.lifecycle.drivers import DEFAULT_MAX_INLET_C, CduTelemetry
@@ -22,13 +22,21 @@ class InterlockRefused(UserError):
     pass
 
 
-class Tier(IntEnum):
+class CoolantTier(IntEnum):
+    """How far the response to a coolant fault has gone on a rack or tray (not a checkpoint
+    tier): each step is due a set time after the fault is first seen (FaultPolicy)."""
+
     NONE = 0
     WARN = 1
     CAP = 2
     DRAIN = 3
     OFF = 4
     ISOLATE = 5
+
+
+# The response to a coolant fault, in the order its steps come due.
+RESPONSE_STEPS = (CoolantTier.WARN, CoolantTier.CAP, CoolantTier.DRAIN, CoolantTier.OFF,
+                  CoolantTier.ISOLATE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,11 +65,12 @@ class FaultPolicy:
         if self.period_s <= 0:
             raise ValueError(f"FaultPolicy.period_s must be > 0; got {self.period_s}")
 
-    def due(self, tier: Tier) -> float:
-        return {Tier.WARN: self.warn_s, Tier.CAP: self.cap_s, Tier.DRAIN: self.drain_s,
-                Tier.OFF: self.off_s, Tier.ISOLATE: self.isolate_s}[tier]
+    def due(self, tier: CoolantTier) -> float:
+        return {CoolantTier.WARN: self.warn_s, CoolantTier.CAP: self.cap_s,
+                CoolantTier.DRAIN: self.drain_s, CoolantTier.OFF: self.off_s,
+                CoolantTier.ISOLATE: self.isolate_s}[tier]
 
-    def deadline(self, tier: Tier) -> float:
+    def deadline(self, tier: CoolantTier) -> float:
         return self.due(tier) + self.period_s
 
 
@@ -87,12 +96,25 @@ def coolant_fault(r: CduTelemetry, required_lpm: float, max_inlet_c: float) -> s
     return None
 
 
-def leak_tier(r: CduTelemetry) -> str | None:
-    """'critical' (close the valve), 'severe' (> 2 trays: isolate), 'general' (shut trays)."""
+class LeakTier(StrEnum):
+    """How bad a rack's coolant leak is, and so what the interlock does."""
+
+    CRITICAL = "critical"
+    """The CDU reports a critical leak: close the valve, isolate the rack."""
+    SEVERE = "severe"
+    """More than SEVERE_LEAK_TRAYS trays leak: isolate the rack."""
+    GENERAL = "general"
+    """One or a few trays leak: shut those trays down."""
+
+
+SEVERE_LEAK_TRAYS = 2  # more leaking trays than this isolate the whole rack
+
+
+def leak_tier(r: CduTelemetry) -> LeakTier | None:
     if r.critical_leak:
-        return "critical"
-    if len(r.leaking_trays) > 2:
-        return "severe"
+        return LeakTier.CRITICAL
+    if len(r.leaking_trays) > SEVERE_LEAK_TRAYS:
+        return LeakTier.SEVERE
     if r.leaking_trays:
-        return "general"
+        return LeakTier.GENERAL
     return None

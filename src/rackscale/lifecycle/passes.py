@@ -1,13 +1,16 @@
-"""What one reconcile pass did (`PassReport`), and the per-rack transaction it writes in."""
+"""One reconcile pass: what it read (`Pass`, `RackPass`, `Row`), what it did (`PassReport`),
+and the per-rack transaction it writes in (`Tx`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from rackscale.lifecycle.drivers import CduTelemetry
 from rackscale.store import Store
 
 
@@ -45,3 +48,41 @@ class Tx:
         if self.s is None:
             self.s = self.stack.enter_context(self.store.session())
         return self.s
+
+
+@dataclass(slots=True)
+class Row:
+    state: str
+    goal: str | None
+    since: float | None
+    tier: int
+
+
+@dataclass(slots=True)
+class Pass:
+    """One reconcile pass: what it read once for the whole fleet, and the tallies it keeps
+    current as it moves rows. It lives for one pass, so nothing of it leaks into the next."""
+
+    now: float
+    rows: dict[str, Row]
+    obs: dict[str, bool]  # power state of every target, updated as commands go out
+    caps: dict[str, float]
+    readings: Mapping[str, CduTelemetry]
+    load: dict[str, float] = field(default_factory=dict)  # region -> kW reserved
+    rep: PassReport = field(default_factory=PassReport)
+    bad: dict[str, int] = field(default_factory=dict)  # rack -> trays in a bad state
+    held: set[str] = field(default_factory=set)  # trays held off by a leak
+    repair: set[str] = field(default_factory=set)  # trays in repair/rma: kept off
+
+
+@dataclass(slots=True)
+class RackPass:
+    """One rack inside a pass: its row, its parts, its CDU reading and its transaction."""
+
+    ps: Pass
+    rid: str
+    row: Row
+    shelves: list[str]
+    trays: list[str]
+    reading: CduTelemetry
+    tx: Tx

@@ -15,6 +15,7 @@ import subprocess
 from typing import Protocol, runtime_checkable
 
 from rackscale.errors import UserError
+from rackscale.fleet import slurm_node_name
 
 REASON_PREFIX = "rackscale: "
 
@@ -24,7 +25,7 @@ class SlurmError(UserError):
 
 
 def node_name(tray_id: str) -> str:
-    return tray_id.replace("/", "-")
+    return slurm_node_name(tray_id)  # the rule is the fleet's (certify's Slurm runner uses it)
 
 
 @runtime_checkable

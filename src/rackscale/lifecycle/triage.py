@@ -19,25 +19,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from rackscale.fleet import (
-    CDU,
-    COMPUTE_TRAY,
-    CPU,
-    DPU,
-    GPU,
-    LEAF,
-    NIC,
-    NODE,
-    NVSWITCH,
-    POWER_SHELF,
-    RACK,
-    SPINE,
-    SWITCH_TRAY,
-    Topology,
-    UnknownComponent,
-)
-from rackscale.lifecycle import ledger
-from rackscale.lifecycle.ledger import NOTED, LifecycleRow
+from rackscale.fleet import DEFAULT_MAX_BAD_TRAYS, Topology, UnknownComponent
+from rackscale.lifecycle import repository
+from rackscale.lifecycle.repository import NOTED, LifecycleRow
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
     RACK_TRANSITIONS,
@@ -49,9 +33,6 @@ from rackscale.store import Store
 
 R, T = RackState, TrayState
 CURSOR = "certify.finding"
-_TRAY_PARTS = {GPU, NIC, CPU, DPU, NVSWITCH}
-_RACK_PARTS = {SWITCH_TRAY, CDU, POWER_SHELF, RACK}
-_FABRIC = {LEAF, SPINE}
 
 
 @dataclass(slots=True)
@@ -71,7 +52,7 @@ class TriageReport:
 
 
 def _cordon(store: Store, s: Any, rack: str, reason: str, actor: str) -> bool:
-    row = ledger.get_row(s, rack)
+    row = repository.get_row(s, rack)
     st = R(row.state)
     if st in (R.PRODUCTION, R.DEGRADED):
         dst = R.DRAINING
@@ -81,7 +62,7 @@ def _cordon(store: Store, s: Any, rack: str, reason: str, actor: str) -> bool:
         return False  # already out of service (draining, maintenance, isolated, ...)
     if dst not in RACK_TRANSITIONS[st]:
         return False
-    ledger.transition(store, rack, dst, actor=actor, reason=reason, session=s)
+    repository.transition(store, rack, dst, actor=actor, reason=reason, session=s)
     return True
 
 
@@ -94,9 +75,9 @@ def _bad_trays(s: Any, rack: str) -> int:
 def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None,
                    actor: str = "lifecycle-triage") -> TriageReport:
     rep = TriageReport()
-    ledger.open_store(store)
+    repository.open_store(store)
     with store.session() as s:
-        start = ledger.cursor(s, CURSOR) if after_seq is None else after_seq
+        start = repository.cursor(s, CURSOR) if after_seq is None else after_seq
     events = store.events(kind="certify.finding", after_seq=start)
     rep.findings = len(events)
     touched: set[str] = set()
@@ -108,45 +89,46 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
             why = f"certify finding {kind} at {cid} (run {ev.payload.get('run_id', '?')}, " \
                   f"event {ev.seq})"
             try:
-                comp = topo.component(cid)
+                holder = topo.holder(cid)
             except UnknownComponent:
                 _note(store, s, cid, ev.seq, "unknown component: not in this fleet", actor, rep)
                 continue
             if verdict == "pass" or verdict == "warn":
                 _note(store, s, cid, ev.seq, f"verdict {verdict}: recorded, no move", actor, rep)
                 continue
-            if comp.kind in _FABRIC:
-                _note(store, s, cid, ev.seq, f"{comp.kind} finding: shared fabric, no tray "
+            if holder.level == "fabric":
+                _note(store, s, cid, ev.seq, f"{holder.kind} finding: shared fabric, no tray "
                       "moves", actor, rep)
                 continue
-            if comp.kind in _RACK_PARTS:
-                rack = comp.rack or cid
+            if holder.level == "rack":
+                rack = holder.rack or cid
                 if _cordon(store, s, rack, f"rack-level: {why}", actor):
                     rep.racks_rack_level.append(rack)
                 touched.add(rack)
                 continue
-            tray = cid if comp.kind in (COMPUTE_TRAY, NODE) else comp.parent
-            if comp.kind not in _TRAY_PARTS | {COMPUTE_TRAY, NODE} or tray is None:
-                _note(store, s, cid, ev.seq, f"{comp.kind} finding: no lifecycle handling",
+            tray = holder.tray
+            if tray is None:
+                _note(store, s, cid, ev.seq, f"{holder.kind} finding: no lifecycle handling",
                       actor, rep)
                 continue
-            row = ledger.get_row(s, tray)
+            row = repository.get_row(s, tray)
             st = T(row.state)
             if st not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[st]:
-                ledger.transition(store, tray, T.TRIAGE, actor=actor, reason=why, session=s,
+                repository.transition(store, tray, T.TRIAGE, actor=actor, reason=why, session=s,
                                   extra={"finding_seq": ev.seq})
                 rep.trays_triaged.append(tray)
-            if comp.rack:
-                touched.add(comp.rack)
+            if holder.rack:
+                touched.add(holder.rack)
         for rack in sorted(touched):
-            if topo.rack(rack).template.shape != "nvl72":
+            template = topo.rack(rack).template
+            if not template.cordon_on_bad_trays:
                 continue
-            bad = _bad_trays(s, rack)
-            if bad > 2 and _cordon(store, s, rack,
-                                   f"{bad} trays bad (> 2): NVL72 rack cordoned", actor):
+            bad, limit = _bad_trays(s, rack), template.max_bad_trays
+            if bad > limit and _cordon(store, s, rack,
+                                       f"{bad} trays bad (> {limit}): NVL72 rack cordoned", actor):
                 rep.racks_escalated.append(rack)
         if events:
-            ledger.set_cursor(s, CURSOR, max(e.seq for e in events))
+            repository.set_cursor(s, CURSOR, max(e.seq for e in events))
     return rep
 
 
@@ -157,35 +139,44 @@ def _note(store: Store, s: Any, cid: str, seq: int, why: str, actor: str,
     rep.noted.append(cid)
 
 
+def _tolerated(topo: Topology, rack: str) -> int:
+    """Trays out the rack's template tolerates (the default for a rack the topology lacks)."""
+    return topo.rack(rack).template.max_bad_trays if rack in topo.index else DEFAULT_MAX_BAD_TRAYS
+
+
 def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-triage",
                     report: TriageReport | None = None) -> TriageReport:
     """Racks burn_in -> certified -> production and trays burn_in -> production, each only with
-    passing evidence newer than its last repair/triage (the ledger enforces the gate)."""
+    passing evidence newer than its last repair/triage (the state repository enforces the gate)."""
     rep = report or TriageReport()
     with store.session() as s:
         racks = list(s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "rack")))
+        limit = {row.component_id: _tolerated(topo, row.component_id) for row in racks}
         for row in racks:
-            if row.state == R.BURN_IN and ledger.passing_evidence(s, row) is not None:
-                ledger.transition(store, row.component_id, R.CERTIFIED, actor=actor, session=s,
+            if row.state == R.BURN_IN and repository.passing_evidence(s, row) is not None:
+                repository.transition(store, row.component_id, R.CERTIFIED, actor=actor, session=s,
                                   reason="passing certification on record")
                 rep.promoted["rack_certified"] = rep.promoted.get("rack_certified", 0) + 1
-            if row.state == R.CERTIFIED and _bad_trays(s, row.component_id) <= 2 and \
-                    ledger.passing_evidence(s, row) is not None:
-                ledger.transition(store, row.component_id, R.PRODUCTION, actor=actor, session=s,
-                                  reason="certified; <= 2 trays out")
+            tolerated = limit[row.component_id]
+            if row.state == R.CERTIFIED and _bad_trays(s, row.component_id) <= tolerated and \
+                    repository.passing_evidence(s, row) is not None:
+                repository.transition(store, row.component_id, R.PRODUCTION, actor=actor, session=s,
+                                  reason=f"certified; <= {tolerated} trays out")
                 rep.promoted["rack_production"] = rep.promoted.get("rack_production", 0) + 1
         serving = {r.component_id for r in racks if r.state in (R.PRODUCTION, R.DEGRADED)}
         trays = s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "tray",
                                                      LifecycleRow.state == T.BURN_IN.value))
         for row in list(trays):
-            if row.rack in serving and ledger.passing_evidence(s, row) is not None:
-                ledger.transition(store, row.component_id, T.PRODUCTION, actor=actor,
+            if row.rack in serving and repository.passing_evidence(s, row) is not None:
+                repository.transition(store, row.component_id, T.PRODUCTION, actor=actor,
                                   session=s, reason="passing certification on record")
                 rep.promoted["tray_production"] = rep.promoted.get("tray_production", 0) + 1
         for row in racks:
             bad = _bad_trays(s, row.component_id)
-            if row.state == R.PRODUCTION and 0 < bad <= 2:
-                ledger.transition(store, row.component_id, R.DEGRADED, actor=actor, session=s,
-                                  reason=f"{bad} tray(s) out (<= 2 tolerated by NVL72 jobs)")
+            tolerated = limit[row.component_id]
+            if row.state == R.PRODUCTION and 0 < bad <= tolerated:
+                repository.transition(store, row.component_id, R.DEGRADED, actor=actor, session=s,
+                                  reason=f"{bad} tray(s) out (<= {tolerated} tolerated by NVL72 "
+                                         "jobs)")
                 rep.promoted["rack_degraded"] = rep.promoted.get("rack_degraded", 0) + 1
     return rep

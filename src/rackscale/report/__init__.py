@@ -5,7 +5,6 @@ Reads the store only (inventory + event log, docs/contracts.md); writes report.j
 """
 
 from rackscale.report.build import BuiltReport, build_report, report_document
-from rackscale.report.collect import ReportInputError, StoreView, collect
 from rackscale.report.document import (
     SCHEMA_VERSION,
     build_document,
@@ -17,6 +16,7 @@ from rackscale.report.page import render_html
 from rackscale.report.reasons import REASONS, describe
 from rackscale.report.rules import FAULT_RULES, FaultRule, rule_for
 from rackscale.report.states import RACK_STATES, TRAY_STATES
+from rackscale.report.storeview import ReportInputError, StoreView, collect
 
 __all__ = [
     "FAULT_RULES", "RACK_STATES", "REASONS", "SCHEMA_VERSION", "TRAY_STATES", "BuiltReport",

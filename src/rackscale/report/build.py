@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.durable import write_atomic
-from rackscale.report.collect import collect
 from rackscale.report.document import build_document
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.page import render_html
+from rackscale.report.storeview import collect
 from rackscale.store import Store
 
 

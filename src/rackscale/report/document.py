@@ -14,11 +14,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from rackscale.report.collect import StoreView
 from rackscale.report.ledger import Ledger, stage_name
 from rackscale.report.reasons import describe
 from rackscale.report.rules import FAULT_RULES
 from rackscale.report.states import RACK_STATES, TRAY_STATES
+from rackscale.report.storeview import StoreView
 
 SCHEMA_VERSION = "rackscale.report/1"
 LIFECYCLE_EVENTS_SHOWN = 200  # the newest ones; counts cover all of them

@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rackscale.certify.stages import STAGE_NAMES, parse_stages
+from rackscale.certify import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
-from rackscale.report.collect import StoreView
+from rackscale.provenance import Provenance
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
+from rackscale.report.storeview import StoreView
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
 
@@ -88,11 +89,8 @@ class Ledger:
 
 
 def _basis_of(backend: Any) -> Basis:
-    if backend == "real":
-        return "measured"
-    if backend == "twin":
-        return "simulated"
-    return "recorded"
+    provenance = Provenance.parse(backend)
+    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
@@ -100,14 +98,11 @@ def _lifecycle_backend(view: StoreView) -> Basis:
     for ev in view.states.values():
         p = ev.payload
         if p.get("simulated") is True:
-            seen.add("twin")
+            seen.add(Provenance.TWIN)
         else:
-            seen.add(p.get("backend") or p.get("driver_backend"))
-    if seen == {"real"}:
-        return "measured"
-    if seen == {"twin"}:
-        return "simulated"
-    return "recorded"
+            seen.add(Provenance.parse(p.get("backend") or p.get("driver_backend")))
+    # One basis only when every state came from the same kind of hardware.
+    return _basis_of(seen.pop()) if len(seen) == 1 else "recorded"
 
 
 class _Mask:
@@ -127,200 +122,239 @@ class _Mask:
 
 
 def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
-    shape = shape or JobShape()
-    topo = view.topo
-    n = len(topo.gpu_ids)
-    mask = _Mask(n)
-    warnings: list[str] = []
-    steps: list[Step] = []
-    summary_src = (f"fleet spec {topo.spec.name!r} ({len(topo.racks)} racks) loaded in "
-                   f"{view.store_url}")
+    """The seven steps of the ledger, in order; each keeps a subset of the step above."""
+    build = _LedgerBuild(view, shape or JobShape())
+    build.headline()
+    build.installed()
+    build.powered()
+    build.healthy()
+    build.in_healthy_domain()
+    build.certified()
+    build.steps.append(_goodput_step(view, int(build.mask.alive.sum()), build.shape))
+    build.warnings += _simulation_warnings(view)
+    return Ledger(steps=build.steps, shape=build.shape, gpu_reason=build.mask.reason,
+                  racks=_rack_rows(build), findings=build.findings, warnings=build.warnings)
 
-    def record(key: str, label: str, reason: str, basis: Basis, source: str,
+
+class _LedgerBuild:
+    """One build of the ledger: the surviving GPUs, and what each step learns that a later
+    step (or the per-rack rows) reads."""
+
+    def __init__(self, view: StoreView, shape: JobShape) -> None:
+        self.view, self.shape, self.topo = view, shape, view.topo
+        self.n = len(self.topo.gpu_ids)
+        self.mask = _Mask(self.n)
+        self.warnings: list[str] = []
+        self.steps: list[Step] = []
+        self.run = view.certify_run
+        # filled by the steps below
+        self.tray_state: dict[int, str | None] = {}  # tray component index -> lifecycle state
+        self.rack_state: dict[str, str | None] = {}
+        self.findings: list[dict[str, Any]] = []
+        self.flagged = np.zeros(self.n, dtype=bool)  # GPUs a finding touched without removing
+        self.degraded_domains: dict[int, str] = {}  # domain number -> fault kind degrading it
+        self.healthy_alive = self.mask.alive.copy()
+        self.domain_ok: list[bool] = []
+        self.domain_certified: list[bool] = []
+
+    def record(self, key: str, label: str, reason: str, basis: Basis, source: str,
                lost: Counter[str], **extra: Any) -> Step:
-        s = Step(key=key, label=label, count=int(mask.alive.sum()), reason=reason, basis=basis,
-                 source=source, lost={k: v for k, v in sorted(lost.items()) if v}, **extra)
-        steps.append(s)
-        return s
+        step = Step(key=key, label=label, count=int(self.mask.alive.sum()), reason=reason,
+                    basis=basis, source=source,
+                    lost={k: v for k, v in sorted(lost.items()) if v}, **extra)
+        self.steps.append(step)
+        return step
 
     # 1. headline
-    record("headline", "headline GPUs", "fleet_spec", "spec", summary_src, Counter(),
-           provenance={"fleet": topo.spec.name,
-                       "fleet_loaded_seq": view.fleet_event.seq if view.fleet_event else None})
+    def headline(self) -> None:
+        topo, view = self.topo, self.view
+        self.record("headline", "headline GPUs", "fleet_spec", "spec",
+                    f"fleet spec {topo.spec.name!r} ({len(topo.racks)} racks) loaded in "
+                    f"{view.store_url}", Counter(),
+                    provenance={"fleet": topo.spec.name, "fleet_loaded_seq":
+                                view.fleet_event.seq if view.fleet_event else None})
 
     # 2. installed
-    lost: Counter[str] = Counter()
-    missing = [g for g, gid in enumerate(topo.gpu_ids) if gid not in view.inventory_gpus]
-    lost["not_in_inventory"] += mask.drop(missing, "not_in_inventory")
-    extra = len(view.inventory_gpus) - (n - len(missing))
-    if extra:
-        warnings.append(f"{extra} GPU rows in the inventory are not in the fleet spec")
-    record("installed", "installed (inventory)", "inventory", "inventory",
-           f"components of kind gpu in {view.store_url}", lost,
-           provenance={"inventory_gpu_rows": len(view.inventory_gpus)})
+    def installed(self) -> None:
+        topo, view = self.topo, self.view
+        lost: Counter[str] = Counter()
+        missing = [g for g, gid in enumerate(topo.gpu_ids) if gid not in view.inventory_gpus]
+        lost["not_in_inventory"] += self.mask.drop(missing, "not_in_inventory")
+        extra = len(view.inventory_gpus) - (self.n - len(missing))
+        if extra:
+            self.warnings.append(f"{extra} GPU rows in the inventory are not in the fleet spec")
+        self.record("installed", "installed (inventory)", "inventory", "inventory",
+                    f"components of kind gpu in {view.store_url}", lost,
+                    provenance={"inventory_gpu_rows": len(view.inventory_gpus)})
 
     # 3. powered and cooled
-    lost = Counter()
-    tray_state: dict[int, str | None] = {}
-    rack_state: dict[str, str | None] = {}
-    has_lifecycle = bool(view.states)
-    for rack in topo.racks:
-        rs = view.state_of(rack.id)
-        rack_state[rack.id] = rs
-        gpus = np.arange(rack.gpu_first, rack.gpu_end)
-        for tray in np.unique(topo.gpu_tray[gpus]).tolist():
-            tray_state[tray] = view.state_of(topo.ids[tray])
-        if not has_lifecycle:
-            continue
-        if rs is None:
+    def powered(self) -> None:
+        topo, view = self.topo, self.view
+        lost: Counter[str] = Counter()
+        has_lifecycle = bool(view.states)
+        for rack in topo.racks:
+            rack_state = view.state_of(rack.id)
+            self.rack_state[rack.id] = rack_state
+            gpus = np.arange(rack.gpu_first, rack.gpu_end)
+            for tray in np.unique(topo.gpu_tray[gpus]).tolist():
+                self.tray_state[tray] = view.state_of(topo.ids[tray])
+            if has_lifecycle:
+                self._drop_unpowered(rack.id, rack_state, gpus, lost)
+        if has_lifecycle:
+            seqs = [e.seq for e in view.states.values()]
+            self.record("powered", "powered and cooled", "lifecycle", _lifecycle_backend(view),
+                        f"latest lifecycle.transition of {len(view.states)} racks/trays "
+                        f"(event seq {min(seqs)}..{max(seqs)})", lost,
+                        provenance={"components_with_state": len(view.states)})
+        else:
+            self.record("powered", "powered and cooled", "no_lifecycle_data", "not_run",
+                        "no lifecycle.transition events: lifecycle not run, count carried "
+                        "through", lost, note="no lifecycle data")
+
+    def _drop_unpowered(self, rack_id: str, rack_state: str | None, gpus: np.ndarray,
+                        lost: Counter[str]) -> None:
+        """Drop a rack's GPUs that its (or their tray's) lifecycle state leaves unpowered."""
+        mask, topo = self.mask, self.topo
+        if rack_state is None:
             lost["rack_not_onboarded"] += mask.drop(gpus, "rack_not_onboarded")
-            continue
-        ok = rack_powered(rs)
+            return
+        ok = rack_powered(rack_state)
         if ok is None:
-            warnings.append(f"{rack.id}: lifecycle state {rs!r} unknown to the report")
-            lost[f"unknown_rack_state:{rs}"] += mask.drop(gpus, f"unknown_rack_state:{rs}")
+            self.warnings.append(f"{rack_id}: lifecycle state {rack_state!r} unknown to the "
+                                 "report")
+            code = f"unknown_rack_state:{rack_state}"
+            lost[code] += mask.drop(gpus, code)
         elif not ok:
-            lost[f"rack_state:{rs}"] += mask.drop(gpus, f"rack_state:{rs}")
-            continue
+            lost[f"rack_state:{rack_state}"] += mask.drop(gpus, f"rack_state:{rack_state}")
+            return
         for tray in np.unique(topo.gpu_tray[gpus]).tolist():
-            ts = tray_state[tray]
-            if ts is None:
+            tray_state = self.tray_state[tray]
+            if tray_state is None:
                 continue  # a powered rack powers trays that have no state of their own
-            tok = tray_powered(ts)
-            code = f"unknown_tray_state:{ts}" if tok is None else f"tray_state:{ts}"
-            if tok is None:
-                warnings.append(f"{topo.ids[tray]}: lifecycle state {ts!r} unknown to the report")
-            if not tok:
+            tray_ok = tray_powered(tray_state)
+            code = (f"unknown_tray_state:{tray_state}" if tray_ok is None
+                    else f"tray_state:{tray_state}")
+            if tray_ok is None:
+                self.warnings.append(f"{topo.ids[tray]}: lifecycle state {tray_state!r} unknown "
+                                     "to the report")
+            if not tray_ok:
                 lost[code] += mask.drop(gpus[topo.gpu_tray[gpus] == tray], code)
-    if has_lifecycle:
-        seqs = [e.seq for e in view.states.values()]
-        record("powered", "powered and cooled", "lifecycle", _lifecycle_backend(view),
-               f"latest lifecycle.transition of {len(view.states)} racks/trays "
-               f"(event seq {min(seqs)}..{max(seqs)})", lost,
-               provenance={"components_with_state": len(view.states)})
-    else:
-        record("powered", "powered and cooled", "no_lifecycle_data", "not_run",
-               "no lifecycle.transition events: lifecycle not run, count carried through",
-               lost, note="no lifecycle data")
 
     # 4. healthy
-    lost = Counter()
-    run = view.certify_run
-    degraded_domains: dict[int, str] = {}
-    findings: list[dict[str, Any]] = []
-    flagged = np.zeros(n, dtype=bool)
-    if run is None:
-        record("healthy", "healthy (certification)", "certify_not_run", "not_run",
-               "no certify.run events: certification not run, count carried through", lost,
-               note="certification not run")
-    else:
-        rp = run.payload
-        for ev in view.findings:
-            p = ev.payload
-            cid = str(p.get("component") or ev.component_id)
-            kind = str(p.get("kind", "unknown"))
-            eff_kind, rule = rule_for(kind, p)
-            action = effective_action(rule, p.get("verdict"))
-            stage = p.get("stage")
-            row = {"component": cid, "kind": kind,
-                   "stage": None if stage is None else stage_name(stage),
-                   "verdict": p.get("verdict"), "confidence": p.get("confidence"),
-                   "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
-                   "backend": p.get("backend", rp.get("backend")), "seq": ev.seq,
-                   "affected_gpus": 0, "dropped_gpus": 0}
-            findings.append(row)
-            if cid == topo.spec.name:
-                affected = np.arange(n)  # a probe that failed fleet-wide certifies nothing
-            elif cid not in topo.index:
-                warnings.append(f"finding on {cid!r}, which is not in fleet {topo.spec.name}")
-                continue
-            else:
-                affected = topo.affected_gpus(cid)
-            row["affected_gpus"] = int(affected.size)
-            if action == "remove":
-                row["dropped_gpus"] = mask.drop(affected, f"finding:{eff_kind}")
-                lost[f"finding:{eff_kind}"] += row["dropped_gpus"]
-            elif action == "domain":
-                for d in np.unique(topo.gpu_domain[affected]).tolist():
-                    degraded_domains.setdefault(d, eff_kind)
-                flagged[affected] = True
-            else:
-                flagged[affected] = True
-        for tray, ts in tray_state.items():
-            if ts in TRAY_OUT_OF_SERVICE:
-                gpus = np.flatnonzero(topo.gpu_tray == tray)
-                lost[f"tray_state:{ts}"] += mask.drop(gpus, f"tray_state:{ts}")
-        record("healthy", "healthy (certification)", "certify_findings", _basis_of(
-            rp.get("backend")), f"certify.run {rp.get('run_id')} (event seq {run.seq}): "
-            f"{len(view.findings)} findings, {len(view.results)} results", lost,
-            provenance=_run_provenance(rp, run.seq))
+    def healthy(self) -> None:
+        topo, view, run = self.topo, self.view, self.run
+        lost: Counter[str] = Counter()
+        if run is None:
+            self.record("healthy", "healthy (certification)", "certify_not_run", "not_run",
+                        "no certify.run events: certification not run, count carried through",
+                        lost, note="certification not run")
+        else:
+            run_payload = run.payload
+            for ev in view.findings:
+                self._apply_finding(ev.payload, ev.component_id, ev.seq, run_payload, lost)
+            for tray, tray_state in self.tray_state.items():
+                if tray_state in TRAY_OUT_OF_SERVICE:
+                    gpus = np.flatnonzero(topo.gpu_tray == tray)
+                    lost[f"tray_state:{tray_state}"] += self.mask.drop(
+                        gpus, f"tray_state:{tray_state}")
+            self.record("healthy", "healthy (certification)", "certify_findings", _basis_of(
+                run_payload.get("backend")), f"certify.run {run_payload.get('run_id')} (event "
+                f"seq {run.seq}): {len(view.findings)} findings, {len(view.results)} results",
+                lost, provenance=_run_provenance(run_payload, run.seq))
+        self.healthy_alive = self.mask.alive.copy()
 
-    healthy_alive = mask.alive.copy()
+    def _apply_finding(self, p: dict[str, Any], component_id: str, seq: int,
+                       run_payload: dict[str, Any], lost: Counter[str]) -> None:
+        """One finding: a row for the report, and the GPUs its ledger rule removes or flags."""
+        topo = self.topo
+        cid = str(p.get("component") or component_id)
+        kind = str(p.get("kind", "unknown"))
+        eff_kind, rule = rule_for(kind, p)
+        action = effective_action(rule, p.get("verdict"))
+        stage = p.get("stage")
+        row = {"component": cid, "kind": kind,
+               "stage": None if stage is None else stage_name(stage),
+               "verdict": p.get("verdict"), "confidence": p.get("confidence"),
+               "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
+               "backend": p.get("backend", run_payload.get("backend")), "seq": seq,
+               "affected_gpus": 0, "dropped_gpus": 0}
+        self.findings.append(row)
+        if cid == topo.spec.name:
+            affected = np.arange(self.n)  # a probe that failed fleet-wide certifies nothing
+        elif cid not in topo.index:
+            self.warnings.append(f"finding on {cid!r}, which is not in fleet {topo.spec.name}")
+            return
+        else:
+            affected = topo.affected_gpus(cid)
+        row["affected_gpus"] = int(affected.size)
+        if action == "remove":
+            row["dropped_gpus"] = self.mask.drop(affected, f"finding:{eff_kind}")
+            lost[f"finding:{eff_kind}"] += row["dropped_gpus"]
+        elif action == "domain":
+            for d in np.unique(topo.gpu_domain[affected]).tolist():
+                self.degraded_domains.setdefault(d, eff_kind)
+            self.flagged[affected] = True
+        else:
+            self.flagged[affected] = True
 
     # 5. inside a fully healthy NVLink domain
-    lost = Counter()
-    domain_ok: list[bool] = []
-    for d in range(len(topo.domains)):
-        gpus = np.flatnonzero(topo.gpu_domain == d)
-        if d in degraded_domains and mask.alive[gpus].any():
-            code = f"domain_degraded:{degraded_domains[d]}"
-            lost[code] += mask.drop(gpus, code)
-        elif not mask.alive[gpus].all():
-            lost["domain_partial"] += mask.drop(gpus, "domain_partial")
-        domain_ok.append(bool(mask.alive[gpus].all()) and gpus.size > 0)
-    prev = steps[-1]
-    record("domain", "in a fully healthy NVLink domain",
-           "certify_not_run" if run is None else "nvlink_domains", prev.basis,
-           f"{len(topo.domains)} NVLink domains of the topology; health from the step above",
-           lost, provenance=prev.provenance)
+    def in_healthy_domain(self) -> None:
+        topo, mask = self.topo, self.mask
+        lost: Counter[str] = Counter()
+        for d in range(len(topo.domains)):
+            gpus = np.flatnonzero(topo.gpu_domain == d)
+            if d in self.degraded_domains and mask.alive[gpus].any():
+                code = f"domain_degraded:{self.degraded_domains[d]}"
+                lost[code] += mask.drop(gpus, code)
+            elif not mask.alive[gpus].all():
+                lost["domain_partial"] += mask.drop(gpus, "domain_partial")
+            self.domain_ok.append(bool(mask.alive[gpus].all()) and gpus.size > 0)
+        prev = self.steps[-1]
+        self.record("domain", "in a fully healthy NVLink domain",
+                    "certify_not_run" if self.run is None else "nvlink_domains", prev.basis,
+                    f"{len(topo.domains)} NVLink domains of the topology; health from the step "
+                    "above", lost, provenance=prev.provenance)
 
     # 6. certified for the job shape
-    lost = Counter()
-    results = {e.component_id: e.payload for e in view.results}
-    domain_certified: list[bool] = []
-    for d, dom in enumerate(topo.domains):
-        gpus = np.flatnonzero(topo.gpu_domain == d)
-        if not domain_ok[d]:
-            domain_certified.append(False)
-            continue
-        code = None
+    def certified(self) -> None:
+        topo, shape, run = self.topo, self.shape, self.run
+        lost: Counter[str] = Counter()
+        results = {e.component_id: e.payload for e in self.view.results}
+        for d, dom in enumerate(topo.domains):
+            gpus = np.flatnonzero(topo.gpu_domain == d)
+            if not self.domain_ok[d]:
+                self.domain_certified.append(False)
+                continue
+            code = self._uncertified_because(gpus, results.get(dom))
+            if code:
+                lost[code] += self.mask.drop(gpus, code)
+                self.domain_certified.append(False)
+                continue
+            usable = (gpus.size // shape.gpus_per_domain) * shape.gpus_per_domain
+            lost["shape_remainder"] += self.mask.drop(gpus[usable:], "shape_remainder")
+            self.domain_certified.append(True)
+        prev = self.steps[-1]
+        self.record("certified", f"certified for {shape.name}",
+                    "certify_not_run" if run is None else "certify_results", prev.basis,
+                    f"job shape {shape.name} ({shape.gpus_per_domain} GPUs per domain, stages "
+                    f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain",
+                    lost, provenance=prev.provenance,
+                    note="certification not run" if run is None else "")
+
+    def _uncertified_because(self, gpus: np.ndarray, result: dict[str, Any] | None) -> str | None:
+        """The reason code a healthy domain is not certified for the job shape, or None."""
+        shape = self.shape
         if gpus.size < shape.gpus_per_domain:
-            code = "shape_too_small"
-        elif run is not None:
-            res = results.get(dom)
-            if res is None:
-                code = "no_certify_result"
-            elif res.get("verdict") != "pass":
-                code = f"domain_verdict:{res.get('verdict')}"
-            else:
-                passed = {stage_name(x) for x in res.get("stages_passed") or []}
-                missing_stage = [s for s in shape.required_stages if s not in passed]
-                if missing_stage:
-                    code = f"stage_not_passed:{missing_stage[0]}"
-        if code:
-            lost[code] += mask.drop(gpus, code)
-            domain_certified.append(False)
-            continue
-        usable = (gpus.size // shape.gpus_per_domain) * shape.gpus_per_domain
-        lost["shape_remainder"] += mask.drop(gpus[usable:], "shape_remainder")
-        domain_certified.append(True)
-    record("certified", f"certified for {shape.name}",
-           "certify_not_run" if run is None else "certify_results", prev.basis,
-           f"job shape {shape.name} ({shape.gpus_per_domain} GPUs per domain, stages "
-           f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain", lost,
-           provenance=prev.provenance,
-           note="certification not run" if run is None else "")
-
-    # 7. expected goodput under failures
-    certified = int(mask.alive.sum())
-    steps.append(_goodput_step(view, certified, shape))
-    warnings += _simulation_warnings(view)
-
-    racks = _rack_rows(view, mask, healthy_alive, tray_state, rack_state, findings,
-                       domain_ok, domain_certified, flagged)
-    return Ledger(steps=steps, shape=shape, gpu_reason=mask.reason, racks=racks,
-                  findings=findings, warnings=warnings)
-
+            return "shape_too_small"
+        if self.run is None:
+            return None
+        if result is None:
+            return "no_certify_result"
+        if result.get("verdict") != "pass":
+            return f"domain_verdict:{result.get('verdict')}"
+        passed = {stage_name(x) for x in result.get("stages_passed") or []}
+        missing_stage = [s for s in shape.required_stages if s not in passed]
+        return f"stage_not_passed:{missing_stage[0]}" if missing_stage else None
 
 def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
     keys = ("run_id", "backend", "seed", "faults_file", "stages", "campaign_s")
@@ -422,25 +456,22 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
                 provenance=prov, note=note, ci95=ci)
 
 
-def _rack_rows(view: StoreView, mask: _Mask, healthy: np.ndarray,
-               tray_state: dict[int, str | None],
-               rack_state: dict[str, str | None], findings: list[dict[str, Any]],
-               domain_ok: list[bool], domain_certified: list[bool],
-               flagged: np.ndarray) -> list[dict[str, Any]]:
-    topo = view.topo
+def _rack_rows(build: _LedgerBuild) -> list[dict[str, Any]]:
+    """Per rack and tray: states, healthy and usable GPUs, findings (the report's rack table)."""
+    topo, mask, healthy = build.topo, build.mask, build.healthy_alive
+    tray_state, rack_state, flagged = build.tray_state, build.rack_state, build.flagged
+    domain_ok, domain_certified = build.domain_ok, build.domain_certified
     by_tray: dict[str, list[str]] = defaultdict(list)
     by_rack: dict[str, list[str]] = defaultdict(list)
-    for f in findings:
+    for f in build.findings:
         cid = f["component"]
-        if cid not in topo.index or topo.rack_of[topo.index[cid]] < 0:
+        holder = topo.holder(cid) if cid in topo.index else None
+        if holder is None or holder.rack is None:
             continue
-        rack = topo.racks[topo.rack_of[topo.index[cid]]]
-        parts = cid[len(rack.id) + 1:].split("/") if cid != rack.id else []
-        tray_id = f"{rack.id}/{parts[0]}" if parts else None
-        if tray_id is not None and topo.kinds[topo.index[tray_id]] in ("compute_tray", "node"):
-            by_tray[tray_id].append(f["kind"])
+        if holder.tray is not None:
+            by_tray[holder.tray].append(f["kind"])
         else:
-            by_rack[rack.id].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
+            by_rack[holder.rack].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
     rows = []
     for rack in topo.racks:
         gpus = np.arange(rack.gpu_first, rack.gpu_end)

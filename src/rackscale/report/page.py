@@ -7,6 +7,7 @@ import json
 from html import escape
 from typing import Any
 
+from rackscale.provenance import Provenance
 from rackscale.report import plots
 from rackscale.report.ledger import failure_goodput
 
@@ -148,7 +149,7 @@ def _findings(doc: dict[str, Any]) -> str:
         f'<td>{escape(str(f["stage"]))}</td><td>{escape(str(f["verdict"]))}</td>'
         f'<td class="num">{escape(str(f["confidence"]))}</td><td>{escape(f["action"])}: '
         f'{escape(f["rule"])}</td><td class="num">{f["affected_gpus"]} / {f["dropped_gpus"]}</td>'
-        f'<td>{_basis("measured" if f["backend"] == "real" else "simulated")}</td>'
+        f'<td>{_basis((Provenance.parse(f["backend"]) or Provenance.TWIN).basis)}</td>'
         f'<td>{_evidence(f["evidence"])}</td></tr>'
         for f in doc["findings"])
     return ('<table id="findings"><thead><tr><th>component</th><th>kind</th><th>stage</th>'

@@ -24,6 +24,7 @@ from rackscale.simulate.models import (
     failure_model,
     register,
 )
+from rackscale.simulate.report import payload, sweep_payload, write_csv, write_png
 from rackscale.simulate.results import (
     SIMULATED,
     SWEEPS,
@@ -38,6 +39,7 @@ from rackscale.simulate.results import (
 __all__ = [
     "CAUSES", "FAILURE_MODELS", "SIMULATED", "STRAGGLER", "SWEEPS", "Cause", "FailureModel",
     "FleetShape", "Plan", "SimConfig", "SimulateError", "Tallies", "UnknownFailureModel",
-    "failure_model", "make_config", "meta_ettr", "plan", "register", "renewal_ettr", "run",
-    "simulate", "summarize", "sweep", "young_daly",
+    "failure_model", "make_config", "meta_ettr", "payload", "plan", "register", "renewal_ettr",
+    "run", "simulate", "summarize", "sweep", "sweep_payload", "write_csv", "write_png",
+    "young_daly",
 ]

@@ -61,7 +61,9 @@ class SimConfig(BaseModel):
     straggler_detect_min: NonNeg = 30.0
     spare_domains: Annotated[int, Field(ge=0)] | None = None  # None: every unit the job leaves
     spare_trays: Annotated[int, Field(ge=0)] = 0  # hot-spare trays kept idle in each domain
-    escalate_at: Annotated[int, Field(ge=0)] = 3  # trays out that send a whole rack to repair
+    # Trays out at once that send a whole rack to repair (0: never); None: the rack
+    # template's rule (an NVL72 rack is cordoned with more than 2 trays out, so at 3).
+    escalate_at: Annotated[int, Field(ge=0)] | None = None
     rack_repair_h: PosFloat = 12.0  # whole-rack repair after escalation (assumption)
     repair_scale: PosFloat = 1.0  # multiplies every per-cause repair time
     mfu: Annotated[float, Field(gt=0, le=1)] = 1.0  # program goodput's model-FLOPs share
@@ -70,8 +72,7 @@ class SimConfig(BaseModel):
     @classmethod
     def _known_model(cls, v: str) -> str:
         if v not in FAILURE_MODELS:
-            raise ValueError(f"unknown failure model {v!r}; valid failure models: "
-                             f"{', '.join(sorted(FAILURE_MODELS))}")
+            raise ValueError(FAILURE_MODELS.unknown_message(v))
         return v
 
 
@@ -125,7 +126,7 @@ class FleetShape:
         for region in spec.regions:
             for group in region.racks:
                 t = get_template(group.template)
-                if t.shape == "nvl72":
+                if t.domain_is_rack:
                     per.setdefault(t.name, []).append((group.rack_count, t.trays,
                                                        t.gpus_per_tray))
                 else:  # an HGX node is its own NVLink domain
@@ -155,6 +156,13 @@ class FleetShape:
         domains = sum(d for name in chosen for d, _, _ in per[name])
         return cls(name=spec.name, domains=domains, trays_per_domain=trays, gpus_per_tray=gpt,
                    template=",".join(chosen), pool=pool, fleet_gpus=sum(gpus.values()))
+
+
+def _escalate_at(config: SimConfig, fleet: FleetShape) -> int:
+    if config.escalate_at is not None:
+        return config.escalate_at
+    template = get_template(fleet.template.split(",")[0])
+    return template.max_bad_trays + 1 if template.cordon_on_bad_trays else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +212,7 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
         gpus_per_unit = (unit_trays - spare_trays) * gpt
         units_fleet = fleet.domains
         # An HGX domain is one node: nothing to escalate to.
-        escalate = config.escalate_at if unit_trays > 1 else 0
+        escalate = _escalate_at(config, fleet) if unit_trays > 1 else 0
         if escalate > unit_trays:
             raise SimulateError(f"escalate-at {escalate} exceeds the {unit_trays} trays of a "
                                 f"domain; use 0 (never) or 1..{unit_trays}")

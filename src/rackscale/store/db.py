@@ -28,11 +28,13 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
-from rackscale.store.schema import Base, ComponentRow, EventRow
+from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
 
 class StoreError(UserError):
-    pass
+    # True for the catch-all "cannot open" message: a session re-raises the original error
+    # instead (it is a bug or a rule of the schema, not something the operator can fix).
+    generic = False
 
 
 class ConcurrentChange(StoreError):
@@ -236,10 +238,12 @@ class Store:
             return StoreError(
                 f"{self.safe_url} is not a rackscale database ({text}); give the path of a "
                 "SQLite database, or a new path to create one")
-        return StoreError(
+        err_out = StoreError(
             f"cannot open database {self.safe_url}: {text}. Check that the server is "
             "running and the URL, user and database are right."
         )
+        err_out.generic = True
+        return err_out
 
     def _sqlite_dir_writable(self) -> bool:
         """Whether the SQLite file's directory takes new files (WAL mode needs its -wal and
@@ -278,7 +282,10 @@ class Store:
             with self._sessions() as s, s.begin():
                 yield s
         except (OperationalError, IntegrityError) as err:
-            raise self._translate(err) from None
+            translated = self._translate(err)
+            if translated.generic:
+                raise  # not the operator's problem (e.g. the append-only trigger): a bug
+            raise translated from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -371,6 +378,17 @@ class Store:
         q = _component_filter(q, kind, scope)
         with self.session() as s:
             return int(s.scalar(q) or 0)
+
+    def component_ids(self, *, kind: str) -> set[str]:
+        """Ids of every inventory component of one kind (the report's installed GPUs)."""
+        with self.session() as s:
+            return set(s.scalars(select(ComponentRow.id).where(ComponentRow.kind == kind)))
+
+    # ------------------------------------------------------------------ fleets
+    def fleet_specs(self) -> dict[str, dict[str, Any]]:
+        """Every loaded fleet's spec (as loaded, plain JSON), by fleet name."""
+        with self.session() as s:
+            return {r.name: r.spec for r in s.scalars(select(FleetRow))}
 
     def counts_by_kind(self) -> dict[str, int]:
         q = select(ComponentRow.kind, func.count()).group_by(ComponentRow.kind)

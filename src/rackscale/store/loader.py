@@ -15,8 +15,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, inspect, select, update
 
-from rackscale.fleet.spec import FleetSpec
-from rackscale.fleet.topology import RACK, Topology
+from rackscale.fleet import RACK, FleetSpec, Topology
 from rackscale.store.db import ConcurrentChange, NewEvent, Store, StoreError
 from rackscale.store.schema import ComponentRow, FleetRow
 

@@ -1,4 +1,5 @@
-"""The lifecycle ledger: current state in a table of our own, history in the store's event log.
+"""The lifecycle state repository: current state in a table of our own, history in the
+store's event log.
 
 Every transition writes a `lifecycle.transition` event and updates `lifecycle_state` in ONE
 transaction, with a compare-and-set on the old state, so a crash (kill -9) can never leave the
@@ -126,6 +127,14 @@ def get_row(s: Session, cid: str) -> LifecycleRow:
             "`rackscale lifecycle run --once` to enroll a fleet)"
         )
     return row
+
+
+def trays_of(store: Store, rack: str) -> list[LifecycleRow]:
+    """The lifecycle rows of a rack's trays, by id."""
+    with store.session() as s:
+        return list(s.scalars(select(LifecycleRow).where(
+            LifecycleRow.rack == rack, LifecycleRow.machine == "tray")
+            .order_by(LifecycleRow.component_id)))
 
 
 def state_of(store: Store, cid: str) -> LifecycleRow:

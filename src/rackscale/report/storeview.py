@@ -12,11 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
 from rackscale.errors import UserError
 from rackscale.fleet import GPU, FleetSpec, Topology
-from rackscale.store import ComponentRow, Event, FleetRow, Store
+from rackscale.store import Event, Store
 
 
 class ReportInputError(UserError):
@@ -55,8 +53,7 @@ class StoreView:
 
 def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | None]:
     loaded = store.events(kind="fleet.loaded", newest_first=True)
-    with store.session() as s:
-        rows = {r.name: r.spec for r in s.scalars(select(FleetRow))}
+    rows = store.fleet_specs()
     if not rows:
         raise ReportInputError(
             f"no fleet is loaded in {store.safe_url}; load one with `rackscale fleet load "
@@ -84,8 +81,7 @@ def _of_run(events: list[Event], run_id: Any) -> list[Event]:
 def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     spec, fleet_event = _load_fleet(store, fleet)
     topo = Topology.build(spec)
-    with store.session() as s:
-        gpus = set(s.scalars(select(ComponentRow.id).where(ComponentRow.kind == GPU)))
+    gpus = store.component_ids(kind=GPU)
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
     view.lifecycle_events = store.events(kind_prefix="lifecycle.")

@@ -1,0 +1,42 @@
+"""The timer behind a flapping fault: applies the flapped kind for duty x period, lifts it for
+the rest of the period, and repeats (bounded: at most a day). Started by `lab inject`, stopped
+by `lab clear` / `lab down` (by its recorded pid, or through the lab's control cgroup)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from rackscale.faults import FLAPPING
+from rackscale.lab.inject import apply
+from rackscale.lab.state import LabState
+
+MAX_S = 86400.0
+
+
+def main(argv: list[str]) -> int:
+    st = LabState.load(Path(argv[0]))
+    if st is None:
+        return 2
+    f = st.faults[int(argv[1])]
+    if f["kind"] != FLAPPING:
+        return 2
+    plan = st.plan
+    period = float(f["period_s"] or 600.0)
+    duty = float(f["duty"])
+    end = time.monotonic() + MAX_S
+    t0 = time.monotonic()
+    cycle = 0
+    while time.monotonic() < end:
+        # on/off edges at fixed times from the start, so the duty holds however long tc takes
+        apply(plan, f["of"], f["target"], f["severity"], on=True)
+        time.sleep(max(0.0, t0 + cycle * period + duty * period - time.monotonic()))
+        apply(plan, f["of"], f["target"], f["severity"], on=False)
+        cycle += 1
+        time.sleep(max(0.0, t0 + cycle * period - time.monotonic()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,202 @@
+"""Faults applied for real on the lab, from the faults file format (DESIGN.md).
+
+  bad_cable               the NIC's veth shaped (both ends) to severity x its nominal rate
+  nic_dead                the NIC's veth set down (its peer loses carrier)
+  leaf_degraded/_down     every port of the leaf bridge (ranks' NICs, spine uplink) cut / down
+  nvlink_port_down        the GPU's NVLink veth set down
+  nvlink_switch_degraded  every port of the rack's NVLink bridge cut to severity
+  nvlink_switch_down      every port of the rack's NVLink bridge down
+  slow_gpu                the rank's cgroup CPU quota cut to severity x its share
+  gpu_dead                the rank's cgroup admits no process (pids.max 0): it cannot start
+  flapping                a timer process applies and lifts the flapped kind at its duty
+Kinds with no real counterpart on one Linux host are refused, naming the twin.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from rackscale.faults import FAULT_KINDS, FLAPPING
+from rackscale.lab import system as sysops
+from rackscale.lab.build import (
+    LabError,
+    cg_top,
+    record_process,
+    require_root,
+    shape_all,
+    stop_process,
+)
+from rackscale.lab.plan import NV_IF, SO_IF, LabPlan
+from rackscale.lab.state import LabState
+
+NOT_REAL = {
+    "sdc": "wrong GEMM results need a GPU that corrupts its arithmetic",
+    "hbm_degraded": "the ranks share the host's memory system; it cannot be slowed per rank",
+    "coolant_flow_low": "the lab has no liquid-cooling loop",
+    "power_shelf_down": "the lab has no power shelves",
+}
+
+
+class FaultLike(Protocol):
+    """A fault of the faults file (`rackscale.faults.Fault` has these fields)."""
+
+    target: str
+    kind: str
+    severity: float | None
+    of: str | None
+    duty: float | None
+    period_s: float | None
+
+
+def check_real(fault: FaultLike) -> None:
+    kind = fault.of if fault.kind == FLAPPING and fault.of else fault.kind
+    if kind not in FAULT_KINDS:
+        raise LabError(f"unknown fault kind {kind!r}; valid kinds: {', '.join(FAULT_KINDS)}")
+    if kind in NOT_REAL:
+        raise LabError(f"{fault.target}: {kind} cannot be applied for real on the lab "
+                       f"({NOT_REAL[kind]}). Fix: inject it on the digital twin instead "
+                       "(`rackscale certify run --faults FILE`, the twin backend)")
+
+
+def _rank_of(plan: LabPlan, target: str, field: str) -> Any:
+    for r in plan.ranks:
+        if getattr(r, field) == target:
+            return r
+    raise LabError(f"{target} is not a {field} of lab {plan.fleet}")
+
+
+def _leaf_rates(plan: LabPlan, leaf: str) -> list[tuple[str, float]]:
+    b = next((b for b in plan.bridges if b.id == leaf and b.role == "leaf"), None)
+    if b is None:
+        raise LabError(f"{leaf} is not a leaf of lab {plan.fleet}")
+    ports = [(r.so_port, plan.so_mbit) for r in plan.ranks if r.leaf == leaf]
+    return [*ports, (b.uplink or "", plan.uplink_mbit)]
+
+
+def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
+    rack = switch.rsplit("/", 1)[0]
+    ports = [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == rack]
+    if not ports:
+        raise LabError(f"{switch} is not an NVLink switch of lab {plan.fleet}")
+    return ports
+
+
+def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool) -> None:
+    """Set `kind` on `target` present (`on`) or lifted (back to nominal)."""
+    fab = plan.fabric_ns
+    sev = 1.0 if not on or severity is None else max(severity, 0.001)
+    state = "up" if not on else "down"
+    if kind == "bad_cable":
+        r = _rank_of(plan, target, "nic")
+        sysops.tc_batch(fab, [sysops.tbf(r.so_port, plan.so_mbit * sev)])
+        sysops.tc_batch(r.netns, [sysops.tbf(SO_IF, plan.so_mbit * sev)])
+    elif kind == "nic_dead":
+        sysops.ip_batch(fab, [f"link set {_rank_of(plan, target, 'nic').so_port} {state}"])
+    elif kind in ("leaf_degraded", "leaf_down"):
+        ports = _leaf_rates(plan, target)
+        if kind == "leaf_down":
+            sysops.ip_batch(fab, [f"link set {p} {state}" for p, _ in ports])
+        else:
+            sysops.tc_batch(fab, [sysops.tbf(p, rate * sev) for p, rate in ports])
+    elif kind == "nvlink_port_down":
+        r = _rank_of(plan, target, "gpu")
+        sysops.ip_batch(fab, [f"link set {r.nv_port} {state}"])
+    elif kind in ("nvlink_switch_degraded", "nvlink_switch_down"):
+        ports = _domain_rates(plan, target)
+        if kind == "nvlink_switch_down":
+            sysops.ip_batch(fab, [f"link set {p} {state}" for p, _ in ports])
+        else:
+            sysops.tc_batch(fab, [sysops.tbf(p, rate * sev) for p, rate in ports])
+            for r in plan.ranks:
+                if r.domain == target.rsplit("/", 1)[0]:
+                    sysops.tc_batch(r.netns, [sysops.tbf(NV_IF, plan.nv_mbit * sev)])
+    elif kind == "slow_gpu":
+        r = _rank_of(plan, target, "gpu")
+        sysops.cg_set_cpu(sysops.cgroups(), f"{cg_top(plan.lab_id)}/{r.cgroup}",
+                          plan.cpu_base * sev)
+    elif kind == "gpu_dead":
+        r = _rank_of(plan, target, "gpu")
+        cg, name = sysops.cgroups(), f"{cg_top(plan.lab_id)}/{r.cgroup}"
+        sysops.cg_set_pids(cg, name, 0 if on else None)
+        if on:
+            for pid in sysops.cg_procs(cg, name):
+                sysops.kill(pid)  # a GPU that falls off the bus takes its running rank along
+    else:
+        raise LabError(f"{kind} has no real counterpart on the lab")
+
+
+def _as_dict(f: FaultLike) -> dict[str, Any]:
+    return {"target": f.target, "kind": f.kind, "severity": f.severity, "of": f.of,
+            "duty": f.duty, "period_s": f.period_s}
+
+
+def inject(state_dir: Path, faults: list[FaultLike]) -> list[dict[str, Any]]:
+    """Apply `faults` (checked against the fleet by the caller) on top of those present."""
+    st = _loaded(state_dir)
+    for f in faults:
+        check_real(f)
+    plan = st.plan
+    present = st.faults
+    for f in faults:
+        d = _as_dict(f)
+        if f.kind == FLAPPING:
+            present.append(d)
+            st.set_faults(present)
+            _start_flapper(st, len(present) - 1)
+        else:
+            apply(plan, f.kind, f.target, f.severity, on=True)
+            present.append(d)
+            st.set_faults(present)
+    return present
+
+
+def _start_flapper(st: LabState, index: int) -> None:
+    plan = st.plan
+    cg = sysops.cgroups()
+    ctl = f"{cg_top(plan.lab_id)}/ctl"
+    st.record([{"type": "cgroup", "name": ctl}])
+    sysops.cg_make(cg, ctl)
+    # The timer runs inside the lab's control cgroup, so `lab down` finds it even if this
+    # process dies before its pid is recorded.
+    dirs = " ".join(str(d) for d in cg.dirs(ctl))
+    script = (f'for d in {dirs}; do echo $$ > "$d/cgroup.procs" || exit 97; done; '
+              'exec "$@"')
+    proc = subprocess.Popen(["sh", "-c", script, "flap", sys.executable, "-m",
+                             "rackscale.lab.flap", str(st.path.parent), str(index)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    record_process(st, proc.pid, f"flapping timer for fault {index}")
+
+
+def clear(state_dir: Path) -> int:
+    """Lift every fault: timers stopped, every link back up at its nominal rate, every rank
+    at its CPU share and able to start."""
+    st = _loaded(state_dir)
+    plan = st.plan
+    for entry in st.resources:
+        if entry["type"] == "process":
+            stop_process(entry)
+            st.forget(entry)
+    n = len(st.faults)
+    shape_all(plan)
+    cmds = [f"link set {p} up" for r in plan.ranks for p in (r.so_port, r.nv_port)]
+    cmds += [f"link set {b.uplink} up" for b in plan.bridges if b.uplink]
+    sysops.ip_batch(plan.fabric_ns, cmds)
+    cg = sysops.cgroups()
+    for r in plan.ranks:
+        name = f"{cg_top(plan.lab_id)}/{r.cgroup}"
+        sysops.cg_set_cpu(cg, name, plan.cpu_base)
+        sysops.cg_set_pids(cg, name, None)
+    st.set_faults([])
+    return n
+
+
+def _loaded(state_dir: Path) -> LabState:
+    require_root()
+    st = LabState.load(state_dir)
+    if st is None or st.status != "up":
+        raise LabError(f"no lab is up in {state_dir}. Fix: `rackscale lab up` first")
+    return st

@@ -1,0 +1,51 @@
+"""User errors of the real backend and the runners: exit 2, a message that says what to do."""
+
+from __future__ import annotations
+
+import pytest
+from lab_rig import FLEET, cli
+
+from rackscale.certify import LadderConfig, LadderConfigError
+from rackscale.certify.runners import RunnerError, loopback_placement
+from rackscale.certify.runners.local import CollectivePlanner
+from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS, THRESHOLDS
+
+
+def test_faults_file_with_real_backend_points_at_lab_inject(tmp_path) -> None:
+    f = tmp_path / "f.yaml"
+    f.write_text("faults: []\n")
+    p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--faults", str(f),
+            "--db", f"sqlite:///{tmp_path}/d.db")
+    assert p.returncode == 2 and "lab inject" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_unknown_runner_lists_the_valid_ones(tmp_path) -> None:
+    p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--runner", "mpi",
+            "--lab", str(tmp_path / "none"), "--db", f"sqlite:///{tmp_path}/d.db")
+    assert p.returncode == 2 and "valid runners: local, slurm" in p.stderr
+
+
+def test_ladder_config_needs_a_threshold_per_probe() -> None:
+    with pytest.raises(LadderConfigError, match="thresholds lack probes gemm"):
+        LadderConfig(thresholds={k: v for k, v in THRESHOLDS.items() if k != "gemm"})
+    assert LadderConfig(thresholds=dict(SHARED_CPU_THRESHOLDS)).thresholds["gemm"].hard_rel \
+        == 0.5
+
+
+def test_collective_plan_binds_nvlink_inside_a_domain_and_scaleout_across() -> None:
+    gpus = ["a/r1/c1/gpu0", "a/r1/c1/gpu1", "a/r2/c1/gpu0", "a/r2/c1/gpu1", "a/r2/c2/gpu0"]
+    place = loopback_placement(gpus)
+    dom = {g: g.split("/")[1] for g in gpus}
+    planner = CollectivePlanner(place, dom, iters=1, warmup=0, timeout_s=1)
+    inside = planner.commands(gpus[:2], 1 << 20, nvlink=True)
+    assert all("hier" not in c for c in inside.values())
+    across = planner.commands(gpus, 1 << 20, nvlink=True)
+    h = {g: c["hier"] for g, c in across.items()}
+    # smallest domain has 2 ranks: 2 chunks; r2's third rank gets the result by broadcast
+    assert {x["chunks"] for x in h.values()} == {2}
+    assert [h[g]["local"] for g in gpus] == [0, 1, 0, 1, 2]
+    assert [c["rank"] for c in across.values()] == [0, 1, 2, 3, 4]
+    off = planner.commands(gpus, 1 << 20, nvlink=False)
+    assert all("hier" not in c for c in off.values())
+    with pytest.raises(RunnerError, match="no place"):
+        planner.commands(["x/r9/c1/gpu0", gpus[0]], 1 << 20, nvlink=False)

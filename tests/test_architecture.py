@@ -1,0 +1,127 @@
+"""The house as a test: the import contract of pyproject.toml (`lint-imports`) holds on src/, and
+breaks on a deliberately wrong import, so it cannot pass by checking nothing."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rackscale
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "rackscale"
+LINT = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
+ROOMS = sorted(m.name for m in pkgutil.iter_modules(rackscale.__path__) if m.ispkg)
+
+
+def _lint(project: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    return subprocess.run(
+        [LINT, "--no-cache", "--no-logo", str(project / "pyproject.toml")], cwd=project, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def _copy_project(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(SRC, tmp_path / "src" / "rackscale",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def test_import_contract_holds() -> None:
+    done = _lint(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize(("module", "bad_import", "contract"), [
+    # fleet is the bottom of the house: it may import nothing of rackscale
+    ("fleet/spec.py", "from rackscale.store import Store", "rooms depend one way"),
+    # certify and lifecycle are independent rooms
+    ("certify/ladder.py", "from rackscale.lifecycle import Controller", "rooms depend one way"),
+    # the simulator sees fleet and faults only, though it sits above the store in the table
+    ("simulate/engine.py", "from rackscale.store import Store", "see only fleet and faults"),
+    # a room's public API is its __init__
+    ("cli/fleet.py", "from rackscale.fleet.topology import Topology", "through its __init__"),
+])
+def test_import_contract_breaks_on_a_wrong_import(
+    tmp_path: Path, module: str, bad_import: str, contract: str,
+) -> None:
+    project = _copy_project(tmp_path)
+    target = project / "src" / "rackscale" / module
+    target.write_text(target.read_text() + f"\n{bad_import}  # noqa\n")
+    done = _lint(project)
+    assert done.returncode != 0
+    broken = done.stdout.split("Broken contracts", 1)[-1]
+    assert contract in broken, done.stdout
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_no_room_exports_a_name_that_shadows_its_own_module(room: str) -> None:
+    """`from rackscale.report import collect` once meant a function and a module at once: the
+    import checker read the module, the interpreter the function."""
+    package = importlib.import_module(f"rackscale.{room}")
+    modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+    exported = set(getattr(package, "__all__", ()))
+    assert not exported & modules, f"rackscale.{room} exports {sorted(exported & modules)}"
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A leading underscore means "only this module": another module that needs the name needs
+    it public (or its own copy)."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rackscale"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        offenders.append(f"{path.relative_to(SRC)}: {node.module}.{alias.name}")
+    assert not offenders, offenders
+
+
+def test_no_two_rooms_export_one_name_for_two_things() -> None:
+    """A name two rooms export must be the same object re-exported (lifecycle passes on
+    fleet's CduReading), never two meanings (a rack machine vs a rack kind; coolant tiers vs
+    checkpoint tiers; a GPU route vs pathlib.Path)."""
+    owners: dict[str, tuple[str, object]] = {}
+    clashes = []
+    for room in ROOMS:
+        package = importlib.import_module(f"rackscale.{room}")
+        for name in getattr(package, "__all__", ()):
+            value = getattr(package, name)
+            if name in owners:
+                first_room, first = owners[name]
+                if first is not value or isinstance(value, str | int | float):
+                    clashes.append(f"{name}: {first_room} and {room}")
+            else:
+                owners[name] = (room, value)
+    assert not clashes, clashes
+    assert "Path" not in owners and "Tier" not in owners  # pathlib.Path, checkpoint tiers
+
+
+@pytest.mark.parametrize(("owner", "tables"), [
+    ("store", ("EventRow", "ComponentRow", "FleetRow", "sqlalchemy")),
+    ("lifecycle", ("LifecycleRow", "lifecycle_state")),
+])
+def test_rooms_read_another_rooms_tables_through_its_api(owner: str,
+                                                         tables: tuple[str, ...]) -> None:
+    """SQL on the store's tables belongs to the store (and lifecycle's own table to lifecycle;
+    lifecycle also uses SQLAlchemy for it): other rooms call `Store` and lifecycle functions."""
+    allowed = {owner} | ({"lifecycle"} if owner == "store" else set())
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        room = path.relative_to(SRC).parts[0]
+        if room in allowed:
+            continue
+        text = path.read_text()
+        offenders += [f"{path.relative_to(SRC)}: {t}" for t in tables if t in text]
+    assert not offenders, offenders
