@@ -3,6 +3,10 @@
 Needs the `server` extra (FastAPI, uvicorn, prometheus-client).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from rackscale.server.config import (
     TOKEN_ENV,
     ServerConfig,
@@ -15,11 +19,17 @@ __all__ = ["TOKEN_ENV", "ServerConfig", "ServerConfigError", "create_app", "is_l
            "read_token", "serve"]
 
 
-def create_app(*args, **kwargs):  # type: ignore[no-untyped-def]
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from rackscale.store import Store
+
+
+def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     """The FastAPI app (imported lazily: the CLI must start without the server extra)."""
     from rackscale.server.app import create_app as _create
 
-    return _create(*args, **kwargs)
+    return _create(config, store)
 
 
 def serve(config: ServerConfig) -> None:

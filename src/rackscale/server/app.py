@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi import FastAPI
+from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rackscale import __version__
@@ -93,8 +93,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
         return Response(status_code=204)
 
     @app.get("/api", include_in_schema=False)
-    def api_root(request: Request) -> dict[str, Any]:
+    def api_root() -> dict[str, Any]:
         return {"versions": ["v1"], "openapi": "/api/v1/openapi.json"}
 
-    _ = HTMLResponse  # pages build their own responses
     return app
