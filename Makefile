@@ -3,7 +3,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint install install-test clean
+.PHONY: demo test bench lint mutation install install-test clean
 
 install:
 	scripts/bootstrap.sh core
@@ -26,6 +26,11 @@ bench: install-test
 	@missed=""; for b in bench/bench_*.py; do \
 	  echo "== $$b"; $(BIN)/python $$b $(if $(QUICK),--quick,) || missed="$$missed $$b"; done; \
 	if [ -n "$$missed" ]; then echo "target missed or error in:$$missed"; exit 1; fi
+
+# Mutation testing of the modules that decide (TESTING.md); not part of `test`: it runs each
+# module's focused tests once per mutant. MODULES=certify/localize.py limits it to some.
+mutation: install-test
+	nice -n 10 $(BIN)/python scripts/mutation.py $(if $(JOBS),--jobs $(JOBS),) $(MODULES)
 
 lint: install-test
 	$(BIN)/ruff check src tests bench

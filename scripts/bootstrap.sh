@@ -20,6 +20,7 @@ if [ "$mode" = test ]; then
   ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
   command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
   command -v munged >/dev/null 2>&1 || need+=(munge)
+  command -v patch >/dev/null 2>&1 || need+=(patch)  # make mutation re-checks survivors
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # scrapes `rackscale serve` in its test
   # the lab: ip and tc for namespaces, veths, bridges and shaping; setpriv for the no-root test

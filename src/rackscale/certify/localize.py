@@ -6,8 +6,9 @@ at the pace of its weakest part, so:
 - both halves fail   -> the fault is shared by every member: the part they have in common
   (the leaf both halves go through, the domain's NVLink switch trays);
 - one half fails     -> recurse into it; the passing half supplies a known-good reference GPU;
-- a few members left -> each is paired with the reference GPU: the failing pair names the
-  member's own part (its NIC and cable, its NVLink port).
+- a few members left -> each is paired with the reference GPU (without one, with its neighbour
+  in a ring of the members): the failing pairs name the member's own part (its NIC and cable,
+  its NVLink port).
 Each level's tests of every pending group run as one parallel batch, so one faulty part costs
 about 2 log2(group size) extra tests; a fleet of n GPUs needs O(n) tests overall, never the
 n(n-1)/2 of all-pairs testing.
@@ -50,6 +51,42 @@ def _step(members: np.ndarray, out: Outcome) -> dict[str, object]:
     return {"gpus": len(members), "rel": round(out.rel, 4), "fail": out.fail}
 
 
+def _pair_tests(members: np.ndarray, ref: int | None) -> list[np.ndarray]:
+    """The tests of a group of one to three: each member with the reference; without one, each
+    member with its neighbour in a ring, so every pair is distinct (a GPU paired with itself,
+    or a pair tested twice, proves nothing) and a lone slow member fails exactly the two pairs
+    it is in. A single GPU without a reference is tested alone."""
+    if ref is not None:
+        return [np.asarray([m, ref]) for m in members]
+    n = len(members)
+    if n == 1:
+        return [np.asarray(members)]
+    return [np.asarray([members[k], members[(k + 1) % n]]) for k in range(n if n > 2 else 1)]
+
+
+def _blame_pairs(members: np.ndarray, out: Outcome, ref: int | None, outside: bool,
+                 trail: list[dict[str, object]], outs: list[Outcome]) -> list[Suspect]:
+    """Suspects of a group from its pair tests (laid out by _pair_tests)."""
+    if ref is not None:
+        hits = [(int(m), o) for m, o in zip(members, outs, strict=True) if o.fail]
+        if outside and len(members) >= 2 and len(hits) == len(members):
+            # Every member fails against a GPU that shares none of their parts: the part the
+            # members share is at fault, and the worst pairing is its evidence.
+            worst = min((o for _, o in hits), key=lambda o: o.rel)
+            return [Suspect("common", members, worst, trail)]
+    elif len(members) == 1:
+        hits = [(int(members[0]), outs[0])] if outs[0].fail else []
+    elif all(o.fail for o in outs):
+        hits = []  # every pairing failed and there is no reference: cannot tell which
+    else:
+        # Ring pairs: member k is in pairs k-1 and k; blame it when both failed.
+        hits = [(int(members[k]), min(outs[k - 1], outs[k], key=lambda o: o.rel))
+                for k in range(len(outs)) if outs[k].fail and outs[k - 1].fail]
+    if not hits:
+        return [Suspect("unresolved", members, out, trail)]
+    return [Suspect("member", np.asarray([m]), o, trail) for m, o in hits]
+
+
 def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
            ) -> tuple[list[Suspect], int]:
     """Suspects behind each failing group (members, its outcome, a known-good GPU or None).
@@ -63,33 +100,25 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
     tests = 0
     while pending:
         groups: list[np.ndarray] = []
-        plan: list[tuple[str, int, int]] = []  # (what, pending index, member or -1)
-        for idx, (members, _out, ref, _trail, _outside) in enumerate(pending):
+        plan: list[int] = []  # tests of each pending group, in order (2 for its halves)
+        for members, _out, ref, _trail, _outside in pending:
             if len(members) >= 4:
                 half = len(members) // 2
-                plan.append(("halves", idx, -1))
-                groups += [members[:half], members[half:]]
-            elif ref is not None:
-                for m in members:
-                    plan.append(("member", idx, int(m)))
-                    groups.append(np.asarray([m, ref]))
-            else:  # two or three members and no reference: each against the others
-                for m in members:
-                    plan.append(("member", idx, int(m)))
-                    groups.append(np.asarray([*[x for x in members if x != m][:1], m]))
+                batch = [members[:half], members[half:]]
+            else:
+                batch = _pair_tests(members, ref)
+            plan.append(len(batch))
+            groups += batch
         outs = test(groups)
         tests += len(groups)
         nxt = []
         pos = 0
-        member_hits: dict[int, list[tuple[int, Outcome]]] = {}
-        member_seen: set[int] = set()
-        for what, idx, m in plan:
-            members, out, ref, trail, _outside = pending[idx]
-            if what == "halves":
+        for (members, out, ref, trail, outside), count in zip(pending, plan, strict=True):
+            mine, pos = outs[pos:pos + count], pos + count
+            if len(members) >= 4:
                 half = len(members) // 2
                 h1, h2 = members[:half], members[half:]
-                o1, o2 = outs[pos], outs[pos + 1]
-                pos += 2
+                o1, o2 = mine
                 t2 = [*trail, _step(h1, o1), _step(h2, o2)]
                 if o1.fail and o2.fail:
                     worst = o1 if o1.rel <= o2.rel else o2
@@ -99,27 +128,10 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
                     nxt.append((bad, o, int(good[0]), t2, False))
                 else:
                     suspects.append(Suspect("unresolved", members, out, t2))
-            else:
-                o = outs[pos]
-                pos += 1
-                member_seen.add(idx)
-                trail.append({"gpus": 2, "pair_with_reference": True, "rel": round(o.rel, 4),
-                              "fail": o.fail})
-                if o.fail:
-                    member_hits.setdefault(idx, []).append((m, o))
-        for idx in member_seen:
-            members, out, ref, trail, outside = pending[idx]
-            hits = member_hits.get(idx, [])
-            if len(hits) == len(members) and len(members) >= 2:
-                if outside:
-                    worst = min((o for _, o in hits), key=lambda o: o.rel)
-                    suspects.append(Suspect("common", members, worst, trail))
-                    continue
-                if ref is None:
-                    hits = []  # every pairing failed and no reference: cannot tell which
-            if not hits:
-                suspects.append(Suspect("unresolved", members, out, trail))
-            for m, o in hits:
-                suspects.append(Suspect("member", np.asarray([m]), o, trail))
+                continue
+            for grp, o in zip(_pair_tests(members, ref), mine, strict=True):
+                trail.append({"gpus": len(grp), "pair_with_reference": ref is not None,
+                              "rel": round(o.rel, 4), "fail": o.fail})
+            suspects += _blame_pairs(members, out, ref, outside, trail, mine)
         pending = nxt
     return suspects, tests

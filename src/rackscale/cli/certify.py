@@ -138,7 +138,7 @@ def print_findings(run: CertifyRun) -> None:
     s = run.summary()
     # on real ranks the campaign took its wall time; the twin's campaign clock is a model
     campaign = (f"campaign time (simulated): {s['campaign_s'] / 3600:.1f} h; "
-                if run.backend == "twin" else "")
+                if Provenance(run.backend) is Provenance.TWIN else "")
     console.print(
         f"GPUs clear of findings: [bold]{s['gpus_clear']}[/]/{s['gpus_total']} (outside "
         "every finding's blast radius); collective tests: "
@@ -184,14 +184,15 @@ def run(
     check_out_file(check_out_dir(out) / FINDINGS_FILE)  # every check runs before the ladder
     topo = Topology.build(spec)
     store = Store(db)  # opened before the run: a bad --db fails fast
-    if backend_name == "twin":
+    backend = Provenance.parse(backend_name)
+    if backend is Provenance.TWIN:
         config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
                               message_bytes=size or 1 << 30)
         path = demo_faults_path() if faults == "demo" else faults
         ff = load_faults(path, topo) if path else None
         result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
                             show_progress=not as_json)
-    elif backend_name == "real":
+    elif backend is Provenance.REAL:
         if faults:
             raise UserError("--faults applies to the twin; on real ranks faults are real: "
                             "inject them into the lab with `rackscale lab inject FILE`")

@@ -128,6 +128,7 @@ for _t in (
         dpu="lab-dpu", switch="lab-bridge", trays=2, gpus_per_tray=2, cpus_per_tray=1,
         nics_per_tray=2, dpus_per_tray=0, switches=1, power_shelves=1, rack_power_kw=0.1,
         source="rackscale lab (namespaces, veths, bridges, tc)",
+        cordon_on_bad_trays=True,  # one NVLink domain per rack, as on a real NVL72
     ),
 ):
     TEMPLATES.add(_t.name, _t)

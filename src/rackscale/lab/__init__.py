@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from rackscale.lab.build import LabError, down, status, up
-from rackscale.lab.inject import NOT_REAL, check_real, clear, inject
+from rackscale.lab.injector import NOT_REAL, check_real, clear, inject
 from rackscale.lab.places import rank_places
 from rackscale.lab.plan import LabPlan, LabPlanError, make_plan
 from rackscale.lab.state import LabState, LabStateError

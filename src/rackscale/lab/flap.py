@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from rackscale.faults import FLAPPING
-from rackscale.lab.inject import apply
+from rackscale.lab.injector import apply
 from rackscale.lab.state import LabState
 
 MAX_S = 86400.0

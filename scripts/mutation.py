@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""Mutation testing of the modules that decide, with Cosmic Ray (`make mutation`).
+
+For each module, in a private copy of the tree (Cosmic Ray mutates files in place; the working
+tree is never touched), Cosmic Ray changes one operator or constant at a time and runs the
+module's focused tests; a mutant that no test notices "survives". Prints a score per module and
+every survivor's diff, and writes `mutation-report/<module>.json` (and `summary.json`).
+
+Not counted (marked skipped before the run):
+- mutants inside annotations: every module here has `from __future__ import annotations`, so
+  annotations are strings that nothing evaluates;
+- operators outside OPERATOR_SET: Cosmic Ray replaces each binary or comparison operator by
+  every other one; the set keeps one arithmetic swap per operator and the boundary and negation
+  swaps of each comparison (the set mutmut uses). The rest nearly all die on a TypeError or
+  duplicate a kept mutant, so they would only lengthen the run and inflate the score;
+- the equivalent mutants listed in EQUIVALENT below, each with the reason no test can tell it
+  from the original.
+
+Usage: scripts/mutation.py [MODULE ...] [--timeout S] [--jobs N] [--keep] [--recheck]
+  MODULE is a key of MODULES (e.g. certify/localize.py); all of them when omitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = "src/rackscale"
+
+# Each module with the fast tests that pin its decisions (seconds per run, not minutes).
+MODULES: dict[str, list[str]] = {
+    "certify/localize.py": ["tests/certify/test_localize.py"],
+    "certify/verdict.py": ["tests/certify/test_verdict.py"],
+    "lifecycle/interlocks.py": ["tests/lifecycle/test_interlocks_states.py"],
+    "lifecycle/states.py": ["tests/lifecycle/test_interlocks_states.py"],
+    # The ledger's property test (40 random fleets) is left to `make test`: too slow per mutant.
+    "report/ledger.py": ["tests/report/test_ledger_rules.py", "tests/report/test_ledger.py",
+                         "-k", "not monotone_for_any_events"],
+    # SeaweedFS-backed tests (test_integrity.py, the S3 contract) are left to `make test`.
+    "checkpoint/manifest.py": ["tests/checkpoint/test_manifest_rules.py",
+                               "tests/checkpoint/test_units.py",
+                               "-k", "not seaweedfs and not demo_step"],
+    "checkpoint/restore.py": ["tests/checkpoint/test_restore_rules.py",
+                              "tests/checkpoint/test_restore_edges.py",
+                              "tests/checkpoint/test_units.py",
+                              "-k", "not seaweedfs and not demo_step"],
+}
+
+# The operators scored (full names match); see the docstring.
+OPERATOR_SET = re.compile("core/(" + "|".join([
+    r"ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul"
+    r"|BitOr_BitAnd|BitAnd_BitOr|BitXor_BitOr|LShift_RShift|RShift_LShift)",
+    r"ReplaceComparisonOperator_(Eq_NotEq|NotEq_Eq|Lt_LtE|Lt_GtE|LtE_Lt|LtE_Gt|Gt_GtE|Gt_LtE"
+    r"|GtE_Gt|GtE_Lt|Is_IsNot|IsNot_Is|In_NotIn|NotIn_In)",
+    r"ReplaceUnaryOperator_Delete_\w+",
+    r"NumberReplacer", r"AddNot", r"ZeroIterationForLoop", r"Replace(True|False)With(True|False)",
+    r"Replace(And|Or)With(And|Or)", r"Replace(Continue|Break)With(Continue|Break)",
+    r"RemoveDecorator", r"ExceptionReplacer",
+]) + ")$")
+
+
+@dataclass(frozen=True, slots=True)
+class Equivalent:
+    """Mutants no test can kill: `operator` (regex, full name) whose mutated token ends where
+    `context` (regex) matches the end of its source line's text up to that token, in `module`
+    ("*" for any); `why` goes into the report and TESTING.md."""
+
+    module: str
+    operator: str
+    context: str
+    why: str
+    number_offset: int | None = None  # NumberReplacer only: +1 or -1 (None: both)
+
+
+EQUIVALENT: list[Equivalent] = [
+    Equivalent("*", "ReplaceTrueWithFalse", r"slots=True",
+               "slots=False only costs memory: no behaviour reads __slots__"),
+    Equivalent("*", "ReplaceTrueWithFalse", r"zip\(.*strict=True",
+               "the zipped sequences have equal lengths by construction; strict only guards "
+               "against a future bug"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_LtE_Lt",
+               r"worst = o1 if o1\.rel <=",
+               "on a tie both halves fail equally badly: either outcome is the shared part's"),
+    Equivalent("certify/localize.py", "NumberReplacer",
+               r"hits = \[\(int\(members\[0|hits = \[\(int\(members\[0\]\), outs\[0"
+               r"|hits = \[\(int\(members\[0\]\), outs\[0\]\)\] if outs\[0",
+               "a group of one: index 0 and -1 are the same element", number_offset=-1),
+    Equivalent("report/ledger.py", "ReplaceUnaryOperator_Delete_USub",
+               r"""rsplit\(["']/["'], 1\)\[-1?""",
+               "component ids always hold a '/': rsplit('/', 1) has two parts, [1] is [-1]"),
+    Equivalent("report/ledger.py", "NumberReplacer", r"""rsplit\(["']/["'], 1""",
+               "the last part of an id is the same whatever the split limit above zero",
+               number_offset=+1),
+    Equivalent("report/ledger.py", "NumberReplacer", r'"goodput_loss": round\(certified - count, 1',
+               "certified is whole and count has one decimal: the loss has no second decimal",
+               number_offset=+1),
+    Equivalent("report/ledger.py", "NumberReplacer", r"and gpus\.size > 0",
+               "every NVLink domain of the rack templates holds GPUs: size > -1 and > 0 agree",
+               number_offset=-1),
+    Equivalent("checkpoint/restore.py", "ReplaceBinaryOperator_Sub_Add", r"data = f\.read\(end -",
+               "the local re-read runs only for a chunk _fill found bad: a longer read is just as "
+               "bad, and the chunk is fetched from a remote tier either way"),
+    Equivalent("checkpoint/restore.py", "NumberReplacer",
+               r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
+               "writes the same bytes", number_offset=+1),
+    Equivalent("report/ledger.py", "ReplaceComparisonOperator_Gt_GtE", r"and gpus\.size >",
+               "every NVLink domain of the rack templates holds GPUs: size >= 0 and > 0 agree"),
+]
+
+
+def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        anns: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            anns.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for a in anns:
+            if a is not None:
+                spans.append(((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)))
+    return spans
+
+
+def _skip_reason(module: str, lines: list[str], spans, mu) -> str | None:
+    op, start, end = mu.operator_name, mu.start_pos, mu.end_pos
+    # NumberReplacer yields +1 then -1 for each number, numbering occurrences across the module.
+    offset = (1 if mu.occurrence % 2 == 0 else -1) if op.endswith("NumberReplacer") else None
+    if not OPERATOR_SET.match(op):
+        return "operator not in the set"
+    # Cosmic Ray's positions are (1-based line, 0-based column), like ast's.
+    if any(s <= tuple(start) and tuple(end) <= e for s, e in spans):
+        return "annotation (not evaluated)"
+    upto = lines[end[0] - 1][:end[1]]
+    for eq in EQUIVALENT:
+        if eq.module in ("*", module) and re.search(eq.operator, op) and \
+                eq.number_offset in (None, offset) and re.search(f"(?:{eq.context})$", upto):
+            return f"equivalent: {eq.why}"
+    return None
+
+
+def _copy_tree(dst: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "rackscale-data")
+    for name in ("src", "tests"):
+        shutil.copytree(ROOT / name, dst / name, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", dst / "pyproject.toml")
+
+
+FORKSERVER = Path(__file__).resolve().parent / "mutation_forkserver.py"
+
+
+def _config(module_path: Path, tests: list[str], timeout: float, sock: Path) -> str:
+    cmd = [sys.executable, str(FORKSERVER), "run", str(sock), "--", "-x", "-q",
+           "-p", "no:cacheprovider", *tests]
+    return "\n".join([
+        "[cosmic-ray]",
+        f"module-path = {json.dumps(str(module_path))}",
+        f"timeout = {timeout + 30}",  # the fork server stops a run at `timeout` itself
+        "excluded-modules = []",
+        f"test-command = {json.dumps(shlex.join(cmd))}",
+        "[cosmic-ray.distributor]",
+        'name = "local"',
+        "",
+    ])
+
+
+def _cr(tool: str, *args: str, cwd: Path, env: dict[str, str]) -> None:
+    exe = Path(sys.executable).parent / tool
+    subprocess.run([str(exe), *args], cwd=cwd, env=env, check=True)
+
+
+def _mark_skips(db_path: Path, module: str, source_path: Path) -> dict[str, str]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    source = source_path.read_text()
+    lines, spans = source.splitlines(), _annotation_spans(source)
+    skipped: dict[str, str] = {}
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            mu = item.mutations[0]
+            why = _skip_reason(module, lines, spans, mu)
+            if why:
+                skipped[item.job_id] = why
+                db.set_result(item.job_id, WorkResult(output=why,
+                                                      worker_outcome=WorkerOutcome.SKIPPED))
+    return skipped
+
+
+def _collect(db_path: Path, skipped: dict[str, str]) -> dict[str, object]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    killed = survived = incompetent = filtered = 0
+    survivors, excluded = [], []
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            mu = item.mutations[0]
+            where = f"{mu.operator_name} line {mu.start_pos[0]}"
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                if item.job_id in skipped and skipped[item.job_id].startswith("equivalent"):
+                    excluded.append(f"{where}: {skipped[item.job_id]}")
+                filtered += 1
+            elif result.worker_outcome != WorkerOutcome.NORMAL:
+                incompetent += 1  # the mutant could not even be applied or run: not scored
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                survived += 1
+                survivors.append({"where": where, "diff": result.diff})
+            else:
+                killed += 1
+    scored = killed + survived
+    return {"killed": killed, "survived": survived, "scored": scored,
+            "score": round(100.0 * killed / scored, 1) if scored else None,
+            "not_scored": filtered, "errors": incompetent,
+            "equivalent_excluded": excluded, "survivors": survivors}
+
+
+def _wait_for(sock: Path, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while not sock.exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the pytest fork server did not start (exit {server.poll()})")
+        time.sleep(0.1)
+
+
+def run_module(module: str, timeout: float, keep: bool, out_dir: Path) -> dict[str, object]:
+    tests = MODULES[module]
+    work = Path(tempfile.mkdtemp(prefix="rackscale-mutation-"))
+    try:
+        _copy_tree(work)
+        # No bytecode: a mutant written within the same second as the last one, with the same
+        # size, would otherwise be run from the stale .pyc. One BLAS thread: the server forks.
+        env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        cfg, db, sock = work / "cr.toml", work / "session.sqlite", work / "pytest.sock"
+        cfg.write_text(_config(Path(PKG) / module, tests, timeout, sock))
+        server = subprocess.Popen([sys.executable, str(FORKSERVER), "serve", str(sock),
+                                   str(timeout)], cwd=work, env=env)
+        try:
+            _wait_for(sock, server)
+            _cr("cosmic-ray", "init", str(cfg), str(db), cwd=work, env=env)
+            skipped = _mark_skips(db, module, work / PKG / module)
+            _cr("cosmic-ray", "baseline", str(cfg), cwd=work, env=env)
+            t0 = time.monotonic()
+            _cr("cosmic-ray", "exec", str(cfg), str(db), cwd=work, env=env)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        res = _collect(db, skipped)
+        res.update(module=module, tests=tests, seconds=round(time.monotonic() - t0))
+    finally:
+        if keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    (out_dir / (module.replace("/", "__") + ".json")).write_text(json.dumps(res, indent=2))
+    return res
+
+
+def _changed_token(diff: str) -> tuple[str, float | None]:
+    """From a one-line mutant's diff: the original line up to the end of the mutated token,
+    and for a changed number the offset applied."""
+    body = [ln for ln in diff.splitlines()[1:] if not ln.startswith(("---", "+++"))]
+    old = next(ln[1:] for ln in body if ln.startswith("-"))
+    new = next(ln[1:] for ln in body if ln.startswith("+"))
+    p = 0
+    while p < min(len(old), len(new)) and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
+        s += 1
+    end = len(old) - s
+    while end < len(old) and (old[end].isalnum() or old[end] in "_."):
+        end += 1  # the common tail of True/False, 0.5/1.5 belongs to the token
+    try:
+        offset = float(new[p:len(new) - s]) - float(old[p:len(old) - s])
+    except ValueError:
+        offset = None
+    return old[:end], offset
+
+
+def _equivalent_survivor(module: str, sv: dict) -> str | None:
+    op = sv["where"].split()[0]
+    upto, offset = _changed_token(sv["diff"])
+    for eq in EQUIVALENT:
+        if eq.module in ("*", module) and re.search(eq.operator, op) and \
+                eq.number_offset in (None, offset) and re.search(f"(?:{eq.context})$", upto):
+            return f"equivalent: {eq.why}"
+    return None
+
+
+def recheck(module: str, out_dir: Path, timeout: float) -> dict[str, object]:
+    """Re-score the survivors of a module's last report against the tests and equivalents as
+    they are now: each survivor's diff is applied to a fresh copy and the tests run once."""
+    path = out_dir / (module.replace("/", "__") + ".json")
+    res = json.loads(path.read_text())
+    still, now_killed = [], []
+    for sv in res["survivors"]:
+        why = _equivalent_survivor(module, sv)
+        if why:
+            res["equivalent_excluded"].append(f"{sv['where']}: {why}")
+            res["scored"] -= 1
+            continue
+        work = Path(tempfile.mkdtemp(prefix="rackscale-recheck-"))
+        try:
+            _copy_tree(work)
+            patch = "\n".join(sv["diff"].splitlines()[1:]) + "\n"
+            subprocess.run(["patch", "-p1", "-s"], input=patch, text=True, cwd=work, check=True)
+            env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+            try:
+                run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p",
+                                      "no:cacheprovider", *MODULES[module]], cwd=work, env=env,
+                                     capture_output=True, text=True, timeout=timeout)
+                rc, out = run.returncode, run.stdout
+            except subprocess.TimeoutExpired:
+                rc, out = 124, "FAILED (timeout)"
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if rc == 0:
+            still.append(sv)
+        else:  # name the test that caught it: evidence that the kill is not a broken run
+            failed = [ln.split(" - ")[0] for ln in out.splitlines() if ln.startswith("FAILED")]
+            now_killed.append(f"{sv['where']}: {failed[0] if failed else f'exit {rc}'}")
+    res["killed"] += len(now_killed)
+    res["survived"] = len(still)
+    res["survivors"] = still
+    res["killed_on_recheck"] = res.get("killed_on_recheck", []) + now_killed
+    res["score"] = round(100.0 * res["killed"] / res["scored"], 1) if res["scored"] else None
+    path.write_text(json.dumps(res, indent=2))
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULES)}")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test run")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    ap.add_argument("--jobs", type=int, default=1, help="modules run at once (default 1)")
+    ap.add_argument("--out", default=str(ROOT / "mutation-report"))
+    ap.add_argument("--recheck", action="store_true",
+                    help="re-score the survivors of the last run against the tests as they are")
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        print(f"unknown module {unknown[0]!r}; valid modules: {', '.join(MODULES)}",
+              file=sys.stderr)
+        return 2
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    def one(m: str) -> dict[str, object]:
+        if args.recheck:
+            return recheck(m, out_dir, args.timeout)
+        return run_module(m, args.timeout, args.keep, out_dir)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(one, args.modules or list(MODULES)))
+    print("\nmodule                      killed/scored  score  not scored  time")
+    for r in results:
+        print(f"{r['module']:<28}{r['killed']:>6}/{r['scored']:<7}{r['score']!s:>6}%"
+              f"{r['not_scored']:>11}{r['seconds']:>6}s")
+        for s in r["survivors"]:
+            print(f"  survived: {s['where']}\n" + "\n".join(
+                "    " + ln for ln in (s["diff"] or "").splitlines()
+                if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))))
+    everything = [json.loads((out_dir / (m.replace("/", "__") + ".json")).read_text())
+                  for m in MODULES if (out_dir / (m.replace("/", "__") + ".json")).exists()]
+    (out_dir / "summary.json").write_text(json.dumps(
+        [{k: r.get(k) for k in ("module", "killed", "scored", "score", "seconds")}
+         for r in everything], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
