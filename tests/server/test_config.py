@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rackscale.cli import app
+from rackscale.fleet import Topology
 from rackscale.server import TOKEN_ENV, ServerConfig, ServerConfigError, read_token
+from rackscale.server.api import check_id
+from rackscale.server.errors import ApiError
 
 TOKEN = "a-long-enough-token-0123456789"
 
@@ -59,3 +64,25 @@ def test_token_file_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert read_token(None) is None
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     assert read_token(None) == TOKEN
+
+
+_SEG = st.text(alphabet=st.sampled_from("abcXYZ019._-"), min_size=1, max_size=8)
+
+
+@given(segs=st.lists(st.one_of(_SEG, st.sampled_from(["..", ".", "", "a\\b", "a\x00"])),
+                     min_size=1, max_size=6))
+def test_ids_with_dot_segments_or_empty_segments_are_refused(segs: list[str]) -> None:
+    cid = "/".join(segs)
+    bad = any(s in ("", ".", "..") or not s[0].isalnum() or "\\" in s or "\x00" in s
+              for s in segs)
+    if bad:
+        with pytest.raises(ApiError) as err:
+            check_id(cid)
+        assert err.value.status == 400
+    else:
+        assert check_id(cid) == cid
+
+
+def test_every_seed_fleet_id_is_accepted(seed_topo: Topology) -> None:
+    for cid in seed_topo.ids:
+        assert check_id(cid) == cid
