@@ -173,6 +173,7 @@ def drain(request: Request, body: DrainRequest, rack_id: str = Path(..., max_len
     state_of(store, rack_id)  # an unenrolled rack is a 404 in the lifecycle's own words
     t = transition(store, rack_id, RackState.DRAINING.value, actor="server",
                    reason=body.reason.strip())
+    request.app.state.cache.get(wait=True)  # reads after this answer see the drain
     return {"component": rack_id, "from": t.src, "to": t.dst, "seq": t.seq}
 
 

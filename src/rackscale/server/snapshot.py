@@ -8,6 +8,7 @@ request, not a ledger build.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from typing import Any
 from rackscale.report import Ledger, StoreView, build_ledger, collect
 from rackscale.store import Store
 
+log = logging.getLogger("rackscale.server")
 UNENROLLED = "unenrolled"  # a GPU whose tray has no lifecycle state yet
 
 
@@ -76,23 +78,47 @@ def build_snapshot(store: Store, seq: int) -> Snapshot:
 
 
 class SnapshotCache:
-    """The latest snapshot, rebuilt when the newest event seq changes (thread-safe)."""
+    """The latest snapshot. When the event log has moved, readers keep getting the previous
+    snapshot while one background thread builds the next (at 128k GPUs a build takes seconds;
+    a dashboard must not stall on every controller event). `get(wait=True)` builds in the
+    caller: a mutation's own response, and the reads after it, then see its effect."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._snap: Snapshot | None = None
+        self._building = False
+        self._flag = threading.Lock()  # guards _building; never held across a build
 
     def newest_seq(self) -> int:
         newest = self.store.events(newest_first=True, limit=1)
         return newest[0].seq if newest else 0
 
-    def get(self) -> Snapshot:
+    def get(self, *, wait: bool = False) -> Snapshot:
         seq = self.newest_seq()
         snap = self._snap
         if snap is not None and snap.seq == seq:
             return snap
+        if snap is not None and not wait:
+            self._refresh_in_background()
+            return snap
         with self._lock:
-            if self._snap is None or self._snap.seq != seq:
-                self._snap = build_snapshot(self.store, seq)
+            if self._snap is None or self._snap.seq < seq:
+                self._snap = build_snapshot(self.store, self.newest_seq())
             return self._snap
+
+    def _refresh_in_background(self) -> None:
+        with self._flag:
+            if self._building:
+                return
+            self._building = True
+
+        def build() -> None:
+            try:
+                self.get(wait=True)
+            except Exception:  # the next request retries; a reader must not see the thread die
+                log.exception("store snapshot rebuild failed")
+            finally:
+                self._building = False
+
+        threading.Thread(target=build, name="rackscale-snapshot", daemon=True).start()
