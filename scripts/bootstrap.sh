@@ -2,7 +2,7 @@
 # Set up a fresh machine for rackscale.
 #   scripts/bootstrap.sh core   -> .venv with the light core (enough for `rackscale demo`)
 #   scripts/bootstrap.sh test   -> also the system services the integration tests run for real
-#                                  (PostgreSQL, Slurm + munge, Chromium) and every Python extra
+#                                  (PostgreSQL, Slurm + munge, Chromium, Prometheus) and every Python extra
 # Idempotent: what is already installed is left alone, so a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,7 @@ if [ "$mode" = test ]; then
   command -v munged >/dev/null 2>&1 || need+=(munge)
   command -v patch >/dev/null 2>&1 || need+=(patch)  # make mutation re-checks survivors
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # scrapes `rackscale serve` in its test
   # the lab: ip and tc for namespaces, veths, bridges and shaping; setpriv for the no-root test
   command -v tc >/dev/null 2>&1 || need+=(iproute2)
   command -v setpriv >/dev/null 2>&1 || need+=(util-linux)

@@ -16,6 +16,7 @@ from rackscale.cli.fleet import app as fleet_app
 from rackscale.cli.lab import app as lab_app
 from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
+from rackscale.cli.serve import serve
 from rackscale.cli.simulate import app as simulate_app
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
 app.add_typer(lab_app, name="lab")
+app.command("serve")(serve)
 app.command("demo")(demo)
 
 

@@ -1,0 +1,39 @@
+"""`rackscale serve`: the HTTP API, live dashboard and Prometheus metrics over a store."""
+
+from __future__ import annotations
+
+import typer
+
+from rackscale.cli._common import DbOption
+from rackscale.errors import UserError
+from rackscale.server import TOKEN_ENV, ServerConfig, read_token
+
+
+def serve(
+    db: str | None = DbOption,
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR",
+                             help="Address to bind (loopback unless --allow-remote)."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="TCP port to listen on."),
+    allow_remote: bool = typer.Option(False, "--allow-remote",
+                                      help="Allow a non-loopback --host (needs a token)."),
+    token_file: str | None = typer.Option(
+        None, "--token-file", metavar="FILE", show_default=False,
+        help=f"File whose first line is the bearer token for mutations (or set ${TOKEN_ENV})."),
+    token: str | None = typer.Option(None, "--token", hidden=True, show_default=False,
+                                     metavar="TEXT", help="Refused: see --token-file."),
+) -> None:
+    """Serve the API (/api/v1), the live dashboard (/) and Prometheus metrics (/metrics)."""
+    if token is not None:
+        # argv is visible to every local user (ps, /proc) and lands in shell history.
+        raise UserError("a token on the command line is refused (other users can read it in "
+                        f"`ps`); put it in a file for --token-file (chmod 600) or in ${TOKEN_ENV}")
+    try:
+        from rackscale.server import serve as run_server
+        cfg = ServerConfig(db=db, host=host, port=port, allow_remote=allow_remote,
+                           token=read_token(token_file))
+        import fastapi  # noqa: F401  (checked here to name the extra, not fail in a traceback)
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as err:
+        raise UserError(f"`rackscale serve` needs {err.name}: pip install "
+                        "'rackscale[server]'") from None
+    run_server(cfg)

@@ -1,0 +1,99 @@
+"""The FastAPI application: API, dashboard pages and /metrics over one store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rackscale import __version__
+from rackscale.server import errors, pages
+from rackscale.server.api import router
+from rackscale.server.config import ServerConfig
+from rackscale.server.errors import error_response
+from rackscale.server.metrics import CONTENT_TYPE, make_registry, render
+from rackscale.server.snapshot import SnapshotCache
+from rackscale.store import Store
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes: by Content-Length before reading, and by
+    counting while reading (a chunked body has no length to check)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    size = int(value)
+                except ValueError:
+                    size = -1
+                if size < 0 or size > self.limit:
+                    await self._refuse(scope, receive, send)
+                    return
+        # Read the whole (small) body here, so a chunked body over the limit is refused
+        # before the app sees a byte of it; the app then reads it back from the buffer.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                break
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            if not msg.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        resp = error_response(413, f"request body over {self.limit} bytes (or a bad "
+                              "Content-Length); nothing was read or changed")
+        await resp(scope, receive, send)
+
+
+def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
+    store = store or Store(config.db)
+    cache = SnapshotCache(store)
+    app = FastAPI(title="rackscale", version=__version__, openapi_url="/api/v1/openapi.json",
+                  docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
+                  description="Fleet state, certification findings and the usable-capacity "
+                  "ledger of one rackscale store. Mutations need the bearer token.")
+    app.state.config, app.state.store, app.state.cache = config, store, cache
+    registry = make_registry(cache)
+    errors.install(app)
+    app.include_router(router)
+    app.include_router(pages.router)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(render(registry), media_type=CONTENT_TYPE)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204)
+
+    @app.get("/api", include_in_schema=False)
+    def api_root() -> dict[str, Any]:
+        return {"versions": ["v1"], "openapi": "/api/v1/openapi.json"}
+
+    return app

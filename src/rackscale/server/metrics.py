@@ -1,0 +1,70 @@
+"""Prometheus /metrics: read from the same snapshot as the API at scrape time.
+
+Names follow Prometheus conventions: prefix rackscale_, base units, `_total` on counters, and no
+label finer than a rack (a 128k-GPU fleet must not become 128k series per metric).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from rackscale.server.snapshot import SnapshotCache
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class FleetCollector:
+    def __init__(self, cache: SnapshotCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.cache.get()
+        gpus = GaugeMetricFamily("rackscale_gpus", "GPUs by the lifecycle state of their tray, "
+                                 "region and SKU", labels=["state", "region", "sku"])
+        for (state, region, sku), n in sorted(snap.gpu_counts.items()):
+            gpus.add_metric([state, region, sku], n)
+        yield gpus
+        racks = GaugeMetricFamily("rackscale_racks", "Racks by lifecycle state and region",
+                                  labels=["state", "region"])
+        rc = Counter((r["state"] or "unenrolled", r["region"]) for r in snap.racks)
+        for (state, region), n in sorted(rc.items()):
+            racks.add_metric([state, region], n)
+        yield racks
+        usable = GaugeMetricFamily(
+            "rackscale_usable_gpus", "GPUs left after each step of the usable-capacity ledger "
+            "(basis: measured, simulated or recorded)", labels=["step", "basis"])
+        for step in snap.ledger.steps:
+            usable.add_metric([step.key, str(step.basis)], float(step.count))
+        yield usable
+        rack_usable = GaugeMetricFamily("rackscale_rack_usable_gpus",
+                                        "Usable GPUs of each rack", labels=["rack", "region"])
+        for r in snap.racks:
+            rack_usable.add_metric([r["id"], r["region"]], r["usable_gpus"])
+        yield rack_usable
+        findings = GaugeMetricFamily("rackscale_findings",
+                                     "Findings of the latest certification run by fault kind",
+                                     labels=["kind"])
+        for kind, n in sorted(Counter(f["kind"] for f in snap.ledger.findings).items()):
+            findings.add_metric([kind], n)
+        yield findings
+        yield CounterMetricFamily(
+            "rackscale_lifecycle_transitions", "Lifecycle transitions recorded in the event log",
+            value=self.cache.store.count_events("lifecycle.transition"))
+        yield GaugeMetricFamily("rackscale_event_seq", "Sequence number of the newest event",
+                                value=snap.seq)
+        yield GaugeMetricFamily("rackscale_snapshot_build_seconds",
+                                "Time the last store snapshot took to build", value=snap.built_s)
+
+
+def make_registry(cache: SnapshotCache) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector(cache))  # type: ignore[arg-type]
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

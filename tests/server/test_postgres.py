@@ -1,0 +1,51 @@
+"""The server on a real PostgreSQL store (the same app, in process, over HTTP via httpx)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from rackscale.cli.demo import DemoContext, step_fleet
+from rackscale.cli.lifecycle import step_onboarding
+from rackscale.fleet import Topology, seed_fleet
+from rackscale.server import ServerConfig, create_app
+from rackscale.store import Store
+
+from .conftest import TOKEN
+
+pytestmark = pytest.mark.postgres
+
+
+def test_api_and_metrics_on_postgres(postgres_url: str, tmp_path: Path) -> None:
+    name = f"srv_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    store = Store(postgres_url.rsplit("/", 1)[0] + "/" + name)
+    ctx = DemoContext(topo=Topology.build(seed_fleet("seed-504")), store=store, seed=7,
+                      data_dir=tmp_path)
+    step_fleet(ctx)
+    step_onboarding(ctx)
+    client = TestClient(create_app(ServerConfig(db=store.url, token=TOKEN), store))
+    summary = client.get("/api/v1/summary").json()
+    assert summary["gpus"] == 504 and summary["racks_by_state"] == {"burn_in": 7}
+    racks = client.get("/api/v1/racks?limit=4&offset=4").json()
+    assert racks["total"] == 7 and len(racks["items"]) == 3
+    metrics = client.get("/metrics").text
+    gpus = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("rackscale_gpus{"))
+    assert gpus == 504
+    seq = client.get("/api/v1/health").json()["seq"]
+    # burn_in -> draining is not in the rack table: refused in the one error shape.
+    r = client.post("/api/v1/racks/us-east/r01/drain", json={"reason": "x"},
+                    headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 409 and "burn_in" in r.json()["error"]["message"]
+    assert client.get("/api/v1/health").json()["seq"] == seq
+    hist = client.get("/api/v1/racks/us-east/r01").json()["history"]
+    assert [e["payload"]["to"] for e in hist][-1] == "burn_in"
+    store.close()
