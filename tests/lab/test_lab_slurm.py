@@ -20,10 +20,12 @@ from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS
 from rackscale.faults import Fault
 from rackscale.fleet import Topology, load_fleet, slurm_node_name
 
-# Known gap, kept visible rather than skipped: these fail since localization stopped
-# blaming a healthy member of a 2-3 GPU group; the spine ring then fails unexplained.
-KNOWN_SPINE_RING_GAP = ("spine-level ring judged short (unlocalized) when a tray of r01 is "
-                        "out; under investigation")
+# Known gap, kept visible rather than skipped: on this shared 2-core host a spine-level ring
+# is now and then judged short (an extra `unlocalized` finding beside the right one, rel
+# 0.61-0.89 or one repeat under the hard line). Seen on different tests in different runs;
+# the cause (rings contending on the spine, or the verdict's hard line) is still open.
+KNOWN_SPINE_RING_GAP = ("intermittent false 'spine-level ring short' finding on a loaded "
+                        "host; open")
 
 _why = lab_unavailable() or torch_missing() or available()
 pytestmark = [pytest.mark.skipif(_why is not None, reason=str(_why)), pytest.mark.slow]
