@@ -17,6 +17,7 @@ from typing import Any
 from rackscale.report.ledger import Ledger, stage_name
 from rackscale.report.reasons import describe
 from rackscale.report.rules import FAULT_RULES
+from rackscale.report.shapes import job_shapes
 from rackscale.report.states import RACK_STATES, TRAY_STATES
 from rackscale.report.storeview import StoreView
 
@@ -123,6 +124,7 @@ def build_document(view: StoreView, ledger: Ledger, *, build_s: float | None = N
                       "gpus_per_domain": ledger.shape.gpus_per_domain,
                       "required_stages": list(ledger.shape.required_stages)},
         "ledger": [s.as_dict() for s in ledger.steps],
+        "job_shapes": job_shapes(view, ledger),
         "reasons": {c: describe(c) for c in sorted(codes)},
         "racks": ledger.racks,
         "findings": ledger.findings,
