@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.durable import write_atomic
+from rackscale.report.diff import with_history
 from rackscale.report.document import build_document
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.page import render_html
@@ -39,12 +40,30 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     doc, ledger = report_document(store, shape=shape, fleet=fleet)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out / "report.json", out / "report.html"
+    with_history(doc, _previous(json_path, doc))
     html = render_html(doc)
     doc["build_s"] = round(time.perf_counter() - t0, 3)
-    json_path, html_path = out / "report.json", out / "report.html"
     # A reader (a browser, the dashboard) never sees half a report, even after a crash, and
     # two builds never share a temp file.
     write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
     write_atomic(html_path, html)
     return BuiltReport(doc=doc, ledger=ledger, html_path=html_path, json_path=json_path,
                        seconds=time.perf_counter() - t0)
+
+
+def _previous(path: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The report this build replaces, when it is a report of the same fleet: the base of
+    the "changes" section and of the capacity history. Anything else (no file, another
+    fleet, a file that is not a report) starts the history afresh, and says so."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or not str(old.get("schema_version", "")).startswith(
+            "rackscale.report/") or not isinstance(old.get("ledger"), list):
+        doc["warnings"].append(f"{path} was not a report: no changes or history from it")
+        return None
+    if (old.get("fleet") or {}).get("fleet") != doc["fleet"]["fleet"]:
+        return None
+    return old

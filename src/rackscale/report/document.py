@@ -119,7 +119,7 @@ def build_document(view: StoreView, ledger: Ledger, *, build_s: float | None = N
         "last_event_seq": view.last_seq,
         "fleet": {k: summary[k] for k in ("fleet", "regions", "racks", "headline_gpus",
                                           "peak_bf16_pflops", "per_rack_template")}
-        | {"domains": len(topo.domains)},
+        | {"domains": len(topo.domains), "racks_per_leaf": topo.spec.network.racks_per_leaf},
         "job_shape": {"name": ledger.shape.name,
                       "gpus_per_domain": ledger.shape.gpus_per_domain,
                       "required_stages": list(ledger.shape.required_stages)},
