@@ -26,22 +26,37 @@ def _event(seq: int, cid: str, kind: str, payload: dict[str, Any], actor: str) -
 
 def scale_view(racks: int) -> StoreView:
     topo = Topology.build(synthetic_fleet(racks))
+    faults: list[tuple[str, str]] = []
+    for i, rack in enumerate(topo.racks):
+        if i % 8 == 0:
+            faults.append((f"{rack.id}/c05/gpu1", "slow_gpu"))
+        if i % 16 == 3:
+            faults.append((f"{rack.id}/s02", "nvlink_switch_down"))
+    maintenance = {r.id for i, r in enumerate(topo.racks) if i % 97 == 5}
+    return memory_view(topo, faults, maintenance)
+
+
+# a fault on a tray-level part fails its tray; on a rack's shared part, the rack (contract)
+TRAY_LEVEL = frozenset({"slow_gpu", "gpu_dead", "sdc", "hbm_degraded", "nvlink_port_down",
+                        "bad_cable", "nic_dead"})
+
+
+def memory_view(topo: Topology, faults: list[tuple[str, str]],
+                maintenance: set[str] = frozenset()) -> StoreView:  # type: ignore[assignment]
+    """The StoreView of a store where every rack and tray was onboarded to production (the
+    racks in `maintenance` then went there), one certification run found `faults`
+    (component, kind) and one simulation ran."""
     seq = iter(range(1, 10**9))
     view = StoreView(store_url="memory://scale", topo=topo, fleet_event=None,
                      inventory_gpus=set(topo.gpu_ids),
                      inventory_counts={GPU: len(topo.gpu_ids)})
-    faults: list[tuple[str, str]] = []
-    for i, rack in enumerate(topo.racks):
-        state = "maintenance" if i % 97 == 5 else "production"
+    for rack in topo.racks:
+        state = "maintenance" if rack.id in maintenance else "production"
         view.states[rack.id] = _event(next(seq), rack.id, "lifecycle.transition",
                                       {"from": "certified", "to": state}, "lifecycle")
         for tray in trays_of(topo, rack.id):
             view.states[tray] = _event(next(seq), tray, "lifecycle.transition",
                                        {"from": "burn_in", "to": "production"}, "lifecycle")
-        if i % 8 == 0:
-            faults.append((f"{rack.id}/c05/gpu1", "slow_gpu"))
-        if i % 16 == 3:
-            faults.append((f"{rack.id}/s02", "nvlink_switch_down"))
     view.lifecycle_events = sorted(view.states.values(), key=lambda e: e.seq)[-200:]
     view.lifecycle_counts = {"lifecycle.transition": len(view.states)}
     run = {"run_id": "c-big", "backend": "twin", "seed": 1, "stages": [1, 2, 3, 4]}
@@ -49,8 +64,9 @@ def scale_view(racks: int) -> StoreView:
         "component": cid, "kind": kind, "verdict": "fail", "stage": 1, "confidence": 0.95,
         "evidence": {"value": 30.1}, "run_id": "c-big", "backend": "twin"}, "certify")
         for cid, kind in faults]
-    bad_trays = {cid.rsplit("/", 1)[0] for cid, kind in faults if kind == "slow_gpu"}
-    bad_racks = {cid.rsplit("/", 1)[0] for cid, kind in faults if kind != "slow_gpu"}
+    bad_trays = {"/".join(cid.split("/")[:3]) for cid, kind in faults if kind in TRAY_LEVEL}
+    bad_racks = {"/".join(cid.split("/")[:2]) for cid, kind in faults
+                 if kind not in TRAY_LEVEL}
     for rack in topo.racks:
         for tray in trays_of(topo, rack.id):
             ok = tray not in bad_trays

@@ -182,6 +182,66 @@ def validate(
     console.print(f"[green]ok[/] {file} matches schema {doc.get('schema_version')}")
 
 
+def _report_file(path: Path) -> dict[str, Any]:
+    doc = load_json(read_text(path, "report.json", error=ReportFileError), str(path),
+                    error=ReportFileError)
+    if not isinstance(doc, dict):
+        raise ReportFileError(f"{path}: a report.json is a JSON object; this file holds "
+                              f"{type(doc).__name__}")
+    return doc
+
+
+def print_diff(diff: dict[str, Any]) -> None:
+    """The diff in the terminal: ledger steps that changed (with the reason codes that moved),
+    then findings new and cleared, racks and job shapes that changed."""
+    old, new = diff["old"], diff["new"]
+    console.print(f"[bold]report diff[/] {escape(str(old['fleet']))}: events up to seq "
+                  f"{old['last_event_seq']} -> {new['last_event_seq']}", highlight=False)
+    if diff["empty"]:
+        console.print("no changes: same ledger, findings, racks and job shapes")
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="ledger")
+    for col, just in (("step", "left"), ("before", "right"), ("now", "right"),
+                      ("change", "right"), ("why (GPUs lost by reason, change)", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for s in diff["ledger"]:
+        why = "\n".join(f"{c} {d:+,g}" for c, d in s["lost_delta"].items())
+        table.add_row(escape(SHORT.get(s["key"], s["label"])), _fmt(s["old"]), _fmt(s["new"]),
+                      f"{s['delta']:+,g}", escape(why) or "-")
+    if diff["ledger"]:
+        console.print(table)
+    for key, title in (("findings_new", "new finding"), ("findings_cleared",
+                                                         "cleared finding")):
+        for f in diff[key]:
+            console.print(f"{title}: {escape(f['component'])} {escape(f['kind'])} "
+                          f"({f['verdict']}, {f['dropped_gpus']} GPUs dropped)",
+                          highlight=False)
+    for r in diff["racks"]:
+        console.print(f"rack {escape(r['id'])}: {r['change']} ({r['old_state']} -> "
+                      f"{r['new_state']}, certified {r['old_usable']} -> {r['new_usable']})",
+                      highlight=False)
+    for s in diff["job_shapes"]:
+        console.print(f"job shape {escape(s['name'])} ({escape(s['template'])}): certified "
+                      f"{s['old']:,} -> {s['new']:,} ({s['delta']:+,})", highlight=False)
+
+
+@app.command()
+def diff(
+    old: Path = typer.Argument(..., metavar="OLD", help="The earlier report.json."),
+    new: Path = typer.Argument(..., metavar="NEW", help="The later report.json."),
+    as_json: bool = JsonOption,
+) -> None:
+    """What changed between two reports and why: ledger deltas per step with their reason
+    codes, findings new and cleared, racks that changed, job shapes."""
+    from rackscale.report.diff import diff_documents
+
+    result = diff_documents(_report_file(old), _report_file(new))
+    if as_json:
+        emit_json(result)
+        return
+    print_diff(result)
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of report.json."""

@@ -13,6 +13,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
 # Okabe-Ito colours: each basis tellable apart with the common colour-vision deficiencies
 # (and from the loss, which is also hatched).
@@ -57,12 +58,14 @@ def waterfall(ledger: list[dict[str, Any]]) -> str:
                 fontweight="bold")
     ax.set_xticks(range(len(labels)), labels, rotation=12, ha="right", fontsize=9)
     ax.set_ylabel("GPUs")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(0, top * 1.1)
     ax.spines[["top", "right"]].set_visible(False)
     used = list(dict.fromkeys(s["basis"] for s in ledger))
     handles = [Patch(color=BASIS_COLORS.get(b, "#868e96"), label=b.replace("_", " "))
-               for b in used] + [Patch(facecolor=LOSS_COLOR, alpha=0.55, hatch="//", edgecolor="#7a3500",
-                       label="lost at this step")]
+               for b in used]
+    handles.append(Patch(facecolor=LOSS_COLOR, alpha=0.55, hatch="//", edgecolor="#7a3500",
+                         label="lost at this step"))
     ax.legend(handles=handles, fontsize=8, ncol=len(handles), loc="lower center",
               bbox_to_anchor=(0.5, 1.0), frameon=False)
     return _png(fig)
@@ -154,6 +157,7 @@ def history(entries: list[dict[str, Any]]) -> str | None:
     labels = [str(e.get("generated_at") or "?")[5:16].replace("T", " ") for e in points]
     ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=8)
     ax.set_ylabel("GPUs")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
