@@ -137,5 +137,5 @@ def with_history(doc: dict[str, Any], previous: dict[str, Any] | None) -> dict[s
         if not past or past[-1].get("generated_at") != previous.get("generated_at"):
             past.append(history_entry(previous))
         doc["changes"] = diff_documents(previous, doc)
-    doc["history"] = (past + [history_entry(doc)])[-HISTORY_KEPT:]
+    doc["history"] = [*past, history_entry(doc)][-HISTORY_KEPT:]
     return doc

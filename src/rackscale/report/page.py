@@ -9,6 +9,7 @@ from typing import Any
 
 from rackscale.provenance import Provenance
 from rackscale.report import fmt, plots
+from rackscale.report.ledger import failure_goodput
 from rackscale.report.page_changes import changes_section
 from rackscale.report.page_events import coverage, lifecycle
 from rackscale.report.page_fleet import (
@@ -20,7 +21,6 @@ from rackscale.report.page_fleet import (
     rack_map,
     state_css,
 )
-from rackscale.report.ledger import failure_goodput
 
 BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
               "simulated": "simulated (twin)", "recorded": "recorded events",
@@ -159,7 +159,8 @@ def _findings(doc: dict[str, Any]) -> str:
         for f in shown)
     more = "" if len(shown) == len(ordered) else (
         f" (the {len(shown)} that drop the most GPUs; all {len(ordered):,} are in report.json)")
-    return (finding_groups(doc) + f'<details id="findings-all"{" open" if len(ordered) <= 12 else ""}>'
+    opened = " open" if len(ordered) <= 12 else ""
+    return (finding_groups(doc) + f'<details id="findings-all"{opened}>'
             f'<summary>every finding with its evidence{escape(more)}</summary>'
             '<table id="findings"><thead><tr><th scope="col">component</th><th scope="col">'
             'kind</th><th scope="col">stage</th><th scope="col">verdict</th><th scope="col">'

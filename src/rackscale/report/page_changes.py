@@ -82,7 +82,8 @@ def changes_section(doc: dict[str, Any]) -> str:
         body = ('<p class="notrun" id="changes">no previous report in this directory to '
                 'compare with</p>')
     else:
-        body = (f'<p id="changes">since the report of {escape(str(diff["old"]["generated_at"])[:19])}'
+        when = escape(str(diff["old"]["generated_at"])[:19])
+        body = (f'<p id="changes">since the report of {when}'
                 f' UTC (events up to seq {diff["old"]["last_event_seq"]}):</p>'
                 + diff_tables(diff))
     return f'<section><h2>Changes since the previous report</h2>{body}{plot}</section>'
