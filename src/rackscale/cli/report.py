@@ -105,8 +105,23 @@ def print_ledger(doc: dict[str, Any]) -> None:
             lost = f"lost {_reasons(s)}; " if s["lost"] else ""
             console.print(f"{n}. {escape(lost)}[dim]{escape(s['source'])}[/]",
                           highlight=False)
+    if doc.get("job_shapes"):
+        console.print(shapes_table(doc["job_shapes"]))
     for w in doc["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def shapes_table(shapes: list[dict[str, Any]]) -> Table:
+    """Job shapes side by side; the headline's shape is marked with *."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="job shapes (* = the ledger's)")
+    for col, just in (("shape", "left"), ("template", "left"), ("GPUs/job", "right"),
+                      ("jobs", "right"), ("certified", "right"), ("expected", "right")):
+        table.add_column(col, justify=just, no_wrap=col == "shape")  # type: ignore[arg-type]
+    for s in shapes:
+        table.add_row(("* " if s["headline"] else "  ") + escape(s["name"]),
+                      escape(s["template"]), f"{s['gpus_per_job']:,}", f"{s['jobs']:,}",
+                      _fmt(s["certified_gpus"]), _fmt(s["expected_gpus"]))
+    return table
 
 
 def _figure(step: dict[str, Any]) -> str:
@@ -153,7 +168,8 @@ def show(
     doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
-                   "ledger": doc["ledger"], "reasons": doc["reasons"],
+                   "ledger": doc["ledger"], "job_shapes": doc["job_shapes"],
+                   "reasons": doc["reasons"],
                    "warnings": doc["warnings"]})
         return
     print_ledger(doc)
