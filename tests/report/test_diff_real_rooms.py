@@ -18,6 +18,7 @@ from rackscale.cli.demo import DemoContext
 from rackscale.cli.report import step_report
 from rackscale.faults.spec import demo_faults_path
 from rackscale.fleet import Topology, seed_fleet
+from rackscale.report import validate_document
 from rackscale.store import Store, load_topology
 
 # The shipped demo faults without the coolant and sdc faults, plus a dead GPU and a dead NIC.
@@ -59,6 +60,7 @@ def test_diff_of_two_runs_with_different_faults(tmp_path: Path,
     finally:
         store.close()
     old, new = docs
+    validate_document(new)  # with its changes and history
     cleared = {_key(f) for f in old["findings"]} - {_key(f) for f in new["findings"]}
     added = {_key(f) for f in new["findings"]} - {_key(f) for f in old["findings"]}
     # the faults that differ are found and differ in the findings
