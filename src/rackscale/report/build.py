@@ -16,7 +16,6 @@ from rackscale.report.page import render_html
 from rackscale.report.storeview import collect
 from rackscale.store import Store
 
-
 INDENT_UP_TO_RACKS = 64
 
 

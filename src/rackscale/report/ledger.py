@@ -95,13 +95,11 @@ def _basis_of(backend: Any) -> Basis:
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
-    seen = set()
-    for ev in view.states.values():
-        p = ev.payload
-        if p.get("simulated") is True:
-            seen.add(Provenance.TWIN)
-        else:
-            seen.add(Provenance.parse(p.get("backend") or p.get("driver_backend")))
+    # distinct raw values first: 34k states at 128k GPUs carry two or three
+    raw = {True if ev.payload.get("simulated") is True else
+           (ev.payload.get("backend") or ev.payload.get("driver_backend"))
+           for ev in view.states.values()}
+    seen = {Provenance.TWIN if r is True else Provenance.parse(r) for r in raw}
     # One basis only when every state came from the same kind of hardware.
     return _basis_of(seen.pop()) if len(seen) == 1 else "recorded"
 
@@ -157,6 +155,11 @@ class _LedgerBuild:
         self.healthy_alive = self.mask.alive.copy()
         self.domain_ok: list[bool] = []
         self.domain_certified: list[bool] = []
+        # GPU numbers of each NVLink domain, found once (one scan per domain is quadratic)
+        order = np.argsort(self.topo.gpu_domain, kind="stable")
+        bounds = np.searchsorted(self.topo.gpu_domain[order], np.arange(len(self.topo.domains)
+                                                                        + 1))
+        self.domain_gpus = [order[bounds[d]:bounds[d + 1]] for d in range(len(self.topo.domains))]
 
     def record(self, key: str, label: str, reason: str, basis: Basis, source: str,
                lost: Counter[str], **extra: Any) -> Step:
@@ -303,7 +306,7 @@ class _LedgerBuild:
         topo, mask = self.topo, self.mask
         lost: Counter[str] = Counter()
         for d in range(len(topo.domains)):
-            gpus = np.flatnonzero(topo.gpu_domain == d)
+            gpus = self.domain_gpus[d]
             if d in self.degraded_domains and mask.alive[gpus].any():
                 code = f"domain_degraded:{self.degraded_domains[d]}"
                 lost[code] += mask.drop(gpus, code)
@@ -322,7 +325,7 @@ class _LedgerBuild:
         lost: Counter[str] = Counter()
         results = {e.component_id: e.payload for e in self.view.results}
         for d, dom in enumerate(topo.domains):
-            gpus = np.flatnonzero(topo.gpu_domain == d)
+            gpus = self.domain_gpus[d]
             if not self.domain_ok[d]:
                 self.domain_certified.append(False)
                 continue

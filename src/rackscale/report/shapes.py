@@ -97,19 +97,19 @@ def _domains(view: StoreView, ledger: Ledger) -> list[_Domain]:
     results = {e.component_id: e.payload for e in view.results}
     ran = view.certify_run is not None
     required = ledger.shape.required_stages
-    # (domain, tray) pairs in GPU order: each domain's trays in topology order
-    pairs = np.unique(np.stack([topo.gpu_domain.astype(np.int64), topo.gpu_tray]), axis=1)
-    first_gpu = dict(zip(*(a.tolist() for a in np.unique(topo.gpu_domain, return_index=True)),
-                         strict=True))
+    # each domain's trays in topology order (a tray lies in one domain)
+    trays, first = np.unique(topo.gpu_tray, return_index=True)
+    tray_dom = topo.gpu_domain[first].tolist()
     trays_of: dict[int, list[int]] = {}
-    for d, tray in pairs.T.tolist():
+    for tray, d in zip(trays.tolist(), tray_dom, strict=True):
         trays_of.setdefault(d, []).append(tray)
+    dom_first = {d: int(first[i]) for i, d in reversed(list(enumerate(tray_dom)))}
     out = []
     for d, dom_id in enumerate(topo.domains):
         tray_ids = [topo.ids[t] for t in trays_of.get(d, [])]
         if not tray_ids:
             continue
-        rack = topo.racks[int(topo.gpu_rack[first_gpu[d]])]
+        rack = topo.racks[int(topo.gpu_rack[dom_first[d]])]
         out.append(_Domain(
             template=rack.template, trays=tray_ids,
             healthy=[healthy_tray.get(t, False) for t in tray_ids],
