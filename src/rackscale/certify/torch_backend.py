@@ -2,8 +2,9 @@
 
 CUDA when a GPU is present (BF16 GEMM, HBM copy timed with CUDA events, NCCL all-reduce),
 else the CPU (FP32 GEMM and memory copy timed with perf_counter, gloo all-reduce). Collectives
-run as real worker processes, one per rank (world size >= 2). NVLink off sets
-NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 for the workers.
+run as real worker processes, one per rank (world size >= 2). NVLink off sets the variables
+of `runners.fabric_env` (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0
+NCCL_MNNVL_ENABLE=0) for the workers; NVLink on unsets them.
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ from typing import Any
 import numpy as np
 
 from rackscale.certify.measure import Groups, Timed
+from rackscale.certify.runners.fabric_env import (
+    NVLINK_OFF_ENV,
+    apply_env,
+    collective_env,
+    dist_backend,
+)
 from rackscale.errors import UserError
 from rackscale.provenance import Provenance
 
-NVLINK_OFF_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+__all__ = ["NVLINK_OFF_ENV", "TorchBackend", "TorchMissing", "gemm_checksum_ok"]
 
 
 class TorchMissing(UserError):
@@ -177,15 +184,13 @@ class TorchBackend:
 
     def _run_workers(self, world: int, nbytes: int, nvlink: bool) -> list[dict[str, Any]]:
         port = free_port()
-        env = os.environ | {"OMP_NUM_THREADS": "1"}
-        if not nvlink:
-            env |= NVLINK_OFF_ENV
+        env = apply_env(dict(os.environ) | {"OMP_NUM_THREADS": "1"}, collective_env(nvlink))
         iters = 20 if nbytes <= (1 << 20) else 5
         # run by path, not -m: importing the rackscale package would cost each rank seconds
         worker = str(Path(__file__).with_name("worker.py"))
         procs = [subprocess.Popen(
             [sys.executable, worker, "--rank", str(r), "--world", str(world), "--port",
-             str(port), "--dist", "nccl" if self.cuda else "gloo", "--bytes", str(nbytes),
+             str(port), "--dist", dist_backend(self.cuda), "--bytes", str(nbytes),
              "--iters", str(iters), "--device", str(r)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             for r in range(world)]
