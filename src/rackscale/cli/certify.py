@@ -312,6 +312,48 @@ def probe(
 
 
 @app.command()
+def plan(
+    fleet: str | None = FleetOption,
+    stages: str = typer.Option("1,2,3,4", "--stages", help="Stages to plan, by number or "
+                               "name: 1,2,3,4 or gpu,tray,domain,multi-rack."),
+    scope: str | None = typer.Option(None, "--scope", help="Plan only this region, rack or "
+                                     "tray."),
+    size: int = typer.Option(1 << 30, "--size", help="All-reduce message size, bytes."),
+    k8s: bool = typer.Option(False, "--k8s", help="Render Kubernetes Indexed Jobs (YAML); "
+                             "rendered only, never applied."),
+    out: str | None = typer.Option(None, "--out", metavar="DIR", help="With --k8s: write one "
+                                   "file per batch into DIR instead of stdout."),
+    image: str = typer.Option("rackscale:latest", "--image", help="Container image holding "
+                              "rackscale and PyTorch with CUDA."),
+    namespace: str = typer.Option("rackscale-certify", "--namespace", help="Namespace."),
+    node_label: str = typer.Option("kubernetes.io/hostname", "--node-label", help="Node "
+                                   "label whose value is the tray's node name."),
+    iface: str = typer.Option("eth0", "--iface", help="Pods' interface for rendezvous and "
+                              "NCCL sockets."),
+    repeats: int = typer.Option(8, "--repeats", help="Runs of each test, inside its Job."),
+    version: str = typer.Option("1.31", "--k8s-version", help="Kubernetes version whose "
+                                "schemas the manifests are checked against."),
+    check: bool = typer.Option(True, "--validate/--no-validate", help="Check the manifests "
+                               "against the Kubernetes schemas (kubernetes-validate)."),
+    db: str | None = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """The campaign `certify run` would run on a healthy fleet: its batches of tests per
+    stage, or (--k8s) the same campaign as Kubernetes Indexed Jobs. Nothing is executed."""
+    from rackscale.certify.k8s import K8sOptions
+    from rackscale.cli.certify_plan import run_plan
+    if out is not None and not k8s:
+        raise UserError("--out writes Kubernetes manifests: give --k8s with it")
+    spec = resolve_spec(fleet, db)
+    topo = Topology.build(spec)
+    config = LadderConfig(stages=_stages(stages), scope=scope, message_bytes=size)
+    opts = K8sOptions(namespace=namespace, image=image, node_label=node_label, iface=iface,
+                      repeats=repeats)
+    run_plan(topo, config, k8s=k8s, opts=opts, out=out, version=version, check=check,
+             as_json=as_json)
+
+
+@app.command()
 def findings(
     run_id: str | None = typer.Option(None, "--run", help="Run id (default: the latest)."),
     db: str | None = DbOption,
