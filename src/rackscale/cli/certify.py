@@ -328,8 +328,6 @@ def plan(
     namespace: str = typer.Option("rackscale-certify", "--namespace", help="Namespace."),
     node_label: str = typer.Option("kubernetes.io/hostname", "--node-label", help="Node "
                                    "label whose value is the tray's node name."),
-    iface: str = typer.Option("eth0", "--iface", help="Pods' interface for rendezvous and "
-                              "NCCL sockets."),
     repeats: int = typer.Option(8, "--repeats", help="Runs of each test, inside its Job."),
     version: str = typer.Option("1.31", "--k8s-version", help="Kubernetes version whose "
                                 "schemas the manifests are checked against."),
@@ -347,8 +345,7 @@ def plan(
     spec = resolve_spec(fleet, db)
     topo = Topology.build(spec)
     config = LadderConfig(stages=_stages(stages), scope=scope, message_bytes=size)
-    opts = K8sOptions(namespace=namespace, image=image, node_label=node_label, iface=iface,
-                      repeats=repeats)
+    opts = K8sOptions(namespace=namespace, image=image, node_label=node_label, repeats=repeats)
     run_plan(topo, config, k8s=k8s, opts=opts, out=out, version=version, check=check,
              as_json=as_json)
 
