@@ -132,3 +132,18 @@ def test_nccl_all_reduce_through_the_runner(nvlink: bool) -> None:
         runner.close()
     assert res[0].ok, res[0].error
     assert res[0].values["result_ok"]
+
+
+def test_slurm_ranks_ask_for_a_gpu_on_gpu_nodes() -> None:
+    from rackscale.certify.runners.slurm import SlurmRunner, gpu_gres
+    # recorded `scontrol show node -o` fields: a GPU node, a CPU node, an MPS-only node
+    assert gpu_gres({"NodeName": "n1", "Gres": "gpu:h200:8(S:0-1)"})
+    assert gpu_gres({"NodeName": "n1", "Gres": "gpu:4,mps:400"})
+    assert not gpu_gres({"NodeName": "n2", "Gres": "(null)"})
+    assert not gpu_gres({"NodeName": "n3", "Gres": "mps:100"}) and not gpu_gres({})
+    gpus = ["f/r01/c01/gpu0"]
+    kw = {"node_of": {gpus[0]: "f-r01-c01"}, "env": {}}
+    with_gpu = SlurmRunner(loopback_placement(gpus), {gpus[0]: "f/r01"}, gres="gpu:1", **kw)
+    without = SlurmRunner(loopback_placement(gpus), {gpus[0]: "f/r01"}, **kw)
+    assert "--gres=gpu:1" in with_gpu._argv(gpus[0])
+    assert not any(a.startswith("--gres") for a in without._argv(gpus[0]))
