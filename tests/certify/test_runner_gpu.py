@@ -82,8 +82,10 @@ def test_an_agent_runs_a_command_in_a_child_with_its_env() -> None:
 def test_a_gloo_rank_runs_the_test_itself_when_no_isolation_is_asked() -> None:
     if CUDA:
         pytest.skip("on a CUDA host every NCCL test with an env runs in a child")
-    ready, here = _agent_session([{"op": "env", "env": collective_env(False)}], {})
+    ready, here, nvml = _agent_session([{"op": "env", "env": collective_env(False)},
+                                        {"op": "nvml"}], {})
     assert here["pid"] == ready["pid"] and here["backend"] == "gloo"
+    assert not nvml["ok"] and "NVML" in nvml["error"]  # a CPU rank says why, never hangs
 
 
 def test_local_runner_collective_with_nvlink_off_env() -> None:

@@ -104,7 +104,7 @@ def _op(batch: PlannedBatch, opts: K8sOptions, name: str, world: int) -> dict[st
     if batch.probe == "hbm":
         return {"op": "copy", "nbytes": opts.copy_bytes}
     if batch.probe == "thermal":
-        return {"op": "cpu"}
+        return {"op": "nvml"}  # the GPU's temperature, clock and power (nvidia-ml-py)
     return {"op": "allreduce", "tag": name, "world": world,
             "store_host": f"{name}-0.{opts.service}.{opts.namespace}.svc",
             "store_port": opts.store_port, "nbytes": batch.message_bytes or 1 << 30,

@@ -10,6 +10,7 @@ runner started it. Commands:
   {"op": "allreduce", ...}                          -> {"seconds": per iteration, "result_ok"}
   {"op": "cpu"}                                     -> {"cpu_quota": cores or null}
   {"op": "env"}                                     -> {"backend", "pid", NCCL variables}
+  {"op": "nvml"}                                    -> {"temp_c", "clock_frac", "power_w"}
   {"op": "exit"}
 On CUDA GPUs (torch.cuda.is_available()) the GEMM is BF16 and the copy is HBM, both timed
 with CUDA events, and an all-reduce is NCCL on one flat group: NCCL itself takes NVLink inside
@@ -262,6 +263,23 @@ class Agent:
         barrier = self._group(store, f"{tag}/all", c["rank"], c["world"], so, timeout)
         return step, barrier
 
+    def nvml(self) -> dict[str, Any]:
+        """The rank's GPU as NVML reports it: temperature, SM clock against its maximum, power
+        (the thermal probe's per-GPU reading)."""
+        if not self.cuda:
+            raise RuntimeError("no GPU telemetry (NVML) on a CPU rank")
+        import pynvml  # nvidia-ml-py; its absence is this rank's error, reported
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(self.torch.cuda.current_device())
+            sm = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+            top = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
+            return {"temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                    "clock_frac": sm / top if top else None,
+                    "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0}
+        finally:
+            pynvml.nvmlShutdown()
+
     def _own_process(self, c: dict[str, Any]) -> bool:
         """Whether `c` must run in a child with its "env": NCCL fixes its variables at the
         first communicator, so an NCCL rank runs each NVLink mode in its own process ("isolate"
@@ -292,6 +310,8 @@ class Agent:
             return self.allreduce(c)
         if op == "cpu":
             return {"cpu_quota": _cpu_quota()}
+        if op == "nvml":
+            return self.nvml()
         if op == "env":
             return {"backend": self.backend, "device": self.device, "pid": os.getpid(),
                     "nccl": {k: os.environ.get(k) for k in fabric_env.NVLINK_OFF_ENV}}
