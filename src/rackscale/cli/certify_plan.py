@@ -27,10 +27,19 @@ HEADER = ("# rackscale certification campaign of fleet {fleet} as Kubernetes man
 
 def plan_dict(plan: CampaignPlan) -> dict[str, Any]:
     return {"fleet": plan.fleet, "rendered_not_executed": True,
+            "fault_free_twin_findings": plan.findings,
             "stages": list(plan.config.stages), "scope": plan.config.scope,
             "batches": [{"order": b.order, "stage": b.stage, "probe": b.probe,
                          "nvlink": b.nvlink, "message_bytes": b.message_bytes,
                          "groups": [list(g) for g in b.groups]} for b in plan.batches]}
+
+
+def _caveat(plan: CampaignPlan, prefix: str = "") -> str:
+    """A fault-free fleet that does not pass its own model adds bisection batches: say so."""
+    if not plan.findings:
+        return ""
+    return (f"{prefix}Caution: the fault-free twin of this fleet gave {plan.findings} "
+            "findings, so this plan also holds the batches that bisect them.\n")
 
 
 def print_plan(plan: CampaignPlan) -> None:
@@ -45,6 +54,8 @@ def print_plan(plan: CampaignPlan) -> None:
     console.print(table)
     console.print("Bisection batches of failing groups are decided at run time and are not "
                   "listed. Kubernetes manifests: --k8s")
+    if plan.findings:
+        console.print(_caveat(plan).strip())
 
 
 def emit_k8s(topo: Topology, plan: CampaignPlan, opts: K8sOptions, *, out: str | None,
@@ -53,7 +64,7 @@ def emit_k8s(topo: Topology, plan: CampaignPlan, opts: K8sOptions, *, out: str |
     checked = (f"Validated against the strict Kubernetes {version} schemas "
                f"({validate(files, version)} documents, kubernetes-validate)."
                if check else "Not validated (--no-validate).")
-    header = HEADER.format(fleet=plan.fleet, checked=checked)
+    header = HEADER.format(fleet=plan.fleet, checked=checked) + _caveat(plan, "# ")
     if out is None:
         sys.stdout.write(header)
         sys.stdout.write(yaml.safe_dump_all([d for _, docs in files for d in docs],
