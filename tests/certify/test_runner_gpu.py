@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,42 @@ def test_slurm_ranks_ask_for_a_gpu_on_gpu_nodes() -> None:
     without = SlurmRunner(loopback_placement(gpus), {gpus[0]: "f/r01"}, **kw)
     assert "--gres=gpu:1" in with_gpu._argv(gpus[0])
     assert not any(a.startswith("--gres") for a in without._argv(gpus[0]))
+
+
+def test_gpu_ranks_telemetry_is_nvmls_reading() -> None:
+    """RunnerBackend on GPU ranks takes clock and temperature from the agents' NVML reading
+    (replies recorded in the agent's format; the CPU-rank path runs for real in the lab
+    tests, the NVML path in the CUDA test below)."""
+    import numpy as np
+
+    from rackscale.certify.runners import Result, RunnerBackend
+    from rackscale.cli.fleet import spec_of
+    from rackscale.fleet import Topology
+    lab = Path(__file__).parents[2] / "src/rackscale/lab/data/lab.yaml"
+    topo = Topology.build(spec_of(str(lab)))
+    rack = topo.racks[0]
+    ids = topo.gpu_ids[rack.gpu_first:rack.gpu_end]
+
+    class Recorded:
+        name, concurrency = "recorded", 1
+        placement = loopback_placement(topo.gpu_ids)
+
+        def per_rank(self, op: dict, gpus: list[str]) -> list[Result]:
+            assert op == {"op": "cpu"} and gpus == ids
+            return [Result(True, {"cpu_quota": None, "gpu": {"temp_c": 60 + i,
+                                                            "clock_frac": 0.5 + i / 10,
+                                                            "power_w": 700.0}})
+                    for i in range(len(gpus))]
+
+    t = RunnerBackend(topo, Recorded()).telemetry(np.asarray([0]), 0.0)  # type: ignore[arg-type]
+    assert list(t.extra["gpu_temp_c"]) == [60 + i for i in range(len(ids))]
+    assert np.allclose(t.extra["gpu_clock_frac"], [0.5 + i / 10 for i in range(len(ids))])
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_gpu_rank_reports_nvml_or_says_why() -> None:
+    ready, cpu = _agent_session([{"op": "cpu"}], {})
+    assert ready["backend"] == "nccl"
+    assert "gpu" in cpu or "gpu_error" in cpu
+    if "gpu" in cpu:
+        assert 0 < cpu["gpu"]["clock_frac"] <= 1.0 and cpu["gpu"]["temp_c"] > 0

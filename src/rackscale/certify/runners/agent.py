@@ -8,7 +8,8 @@ runner started it. Commands:
   {"op": "gemm", "n": 256, "min_s": 0.4}           -> {"seconds": per GEMM, "checksum_ok": b}
   {"op": "copy", "nbytes": N}                       -> {"seconds": per copy (CPU time)}
   {"op": "allreduce", ...}                          -> {"seconds": per iteration, "result_ok"}
-  {"op": "cpu"}                                     -> {"cpu_quota": cores or null}
+  {"op": "cpu"}                                     -> {"cpu_quota": cores or null,
+                                                        GPU ranks: "gpu": NVML reading}
   {"op": "env"}                                     -> {"backend", "pid", NCCL variables}
   {"op": "nvml"}                                    -> {"temp_c", "clock_frac", "power_w"}
   {"op": "exit"}
@@ -309,7 +310,13 @@ class Agent:
         if op == "allreduce":
             return self.allreduce(c)
         if op == "cpu":
-            return {"cpu_quota": _cpu_quota()}
+            reply: dict[str, Any] = {"cpu_quota": _cpu_quota()}
+            if self.cuda:  # a GPU rank's clock and temperature are its GPU's (NVML)
+                try:
+                    reply["gpu"] = self.nvml()
+                except Exception as err:  # NVML absent or failing: said, not hidden
+                    reply["gpu_error"] = f"{type(err).__name__}: {err}"[:300]
+            return reply
         if op == "nvml":
             return self.nvml()
         if op == "env":
