@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rackscale.certify import Ladder, LadderConfig, TwinBackend
-from rackscale.certify.k8s import K8sOptions, K8sPlanError, render, validate, waves
+from rackscale.certify.k8s import K8sOptions, K8sPlanError, waves
+from rackscale.certify.k8s import render_manifests as render
+from rackscale.certify.k8s import validate_manifests as validate
 from rackscale.certify.plan import plan_campaign
 from rackscale.cli import app
 from rackscale.cli.fleet import spec_of

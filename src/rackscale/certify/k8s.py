@@ -195,7 +195,7 @@ def _tests(batch: PlannedBatch, node_of: dict[str, str]) -> list[tuple[str, ...]
     return [tuple(v) for v in by_node.values()]
 
 
-def render(plan: CampaignPlan, topo: Topology, opts: K8sOptions | None = None,
+def render_manifests(plan: CampaignPlan, topo: Topology, opts: K8sOptions | None = None,
            ) -> list[tuple[str, list[dict[str, Any]]]]:
     """Files of manifests in order: (file name, documents); first the Namespace and the
     headless Service, then one file per batch and wave."""
@@ -245,7 +245,7 @@ def _validator(kind: str, api_version: str, version: str) -> Any:
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
-def validate(files: list[tuple[str, list[dict[str, Any]]]], version: str) -> int:
+def validate_manifests(files: list[tuple[str, list[dict[str, Any]]]], version: str) -> int:
     """Check every document against the strict Kubernetes `version` schemas (no unknown
     fields, with kubernetes-validate's schemas); raises K8sPlanError naming the file,
     document and field. Returns the number of documents checked."""

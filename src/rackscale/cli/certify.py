@@ -342,7 +342,7 @@ def plan(
 ) -> None:
     """The campaign `certify run` would run on a healthy fleet: its batches of tests per
     stage, or (--k8s) the same campaign as Kubernetes Indexed Jobs. Nothing is executed."""
-    from rackscale.certify.k8s import K8sOptions
+    from rackscale.certify import K8sOptions
     from rackscale.cli.certify_plan import run_plan
     if out is not None and not k8s:
         raise UserError("--out writes Kubernetes manifests: give --k8s with it")

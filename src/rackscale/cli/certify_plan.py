@@ -10,10 +10,15 @@ from typing import Any
 import yaml
 from rich.table import Table
 
-from rackscale.certify import LadderConfig
-from rackscale.certify.k8s import K8sOptions, render, validate
-from rackscale.certify.plan import CampaignPlan, plan_campaign
-from rackscale.certify.stages import STAGE_NAMES
+from rackscale.certify import (
+    STAGE_NAMES,
+    CampaignPlan,
+    K8sOptions,
+    LadderConfig,
+    plan_campaign,
+    render_manifests,
+    validate_manifests,
+)
 from rackscale.cli._common import check_out_dir, console, emit_json
 from rackscale.fleet import Topology
 
@@ -60,9 +65,9 @@ def print_plan(plan: CampaignPlan) -> None:
 
 def emit_k8s(topo: Topology, plan: CampaignPlan, opts: K8sOptions, *, out: str | None,
              version: str, check: bool) -> None:
-    files = render(plan, topo, opts)
+    files = render_manifests(plan, topo, opts)
     checked = (f"Validated against the strict Kubernetes {version} schemas "
-               f"({validate(files, version)} documents, kubernetes-validate)."
+               f"({validate_manifests(files, version)} documents, kubernetes-validate)."
                if check else "Not validated (--no-validate).")
     header = HEADER.format(fleet=plan.fleet, checked=checked) + _caveat(plan, "# ")
     if out is None:
