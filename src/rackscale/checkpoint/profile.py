@@ -167,17 +167,19 @@ def fit_affine(sizes: list[int], seconds: list[float]) -> dict[str, float]:
             "crossover_bytes": lat * bw if math.isfinite(bw) else math.inf}
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$",
+                   re.IGNORECASE)
+_UNITS = {"b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": 1 << 40, "kb": 10**3,
+          "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, *, option: str = "--size", limit: int = 64 * GiB) -> int:
     m = _SIZE.match(text)
     if not m:
-        raise ProfileError(f"--size {text!r}: give a size such as 64MiB, 1GiB or 500MB")
+        raise ProfileError(f"{option} {text!r}: give a size such as 64MiB, 1GiB or 500MB")
     size = int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
-    if size <= 0 or size > 64 * GiB:
-        raise ProfileError(f"--size {text!r}: give a size between 1 B and 64 GiB")
+    if size <= 0 or size > limit:
+        raise ProfileError(f"{option} {text!r}: give a size between 1 B and {_fmt(limit)}")
     return size
 
 
@@ -325,7 +327,7 @@ class _Run:
 
 
 def _fmt(size: int) -> str:
-    for unit, n in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    for unit, n in (("TiB", 1 << 40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if size >= n:
             return f"{size / n:g} {unit}"
     return f"{size} B"

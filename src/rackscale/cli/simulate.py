@@ -25,6 +25,16 @@ from rackscale.cli._common import (
     seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
+from rackscale.cli.storage import (
+    CacheOpt,
+    CkptSizeOpt,
+    OutageOpt,
+    RegionLossOpt,
+    ReplOpt,
+    StorageOpt,
+    whatif_cmd,
+    with_storage,
+)
 from rackscale.errors import UserError
 from rackscale.simulate import (
     SIMULATED,
@@ -91,10 +101,14 @@ _OPTION_FIELDS = {
 
 def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
     """The validated config from a command's options (its `locals()`); the whole fleet when no
-    --job-gpus is given."""
+    --job-gpus is given; with --storage, the measured profile's figures."""
     job = options["job_gpus"]
-    return make_config(job_gpus=fleet.gpus if job is None else job,
-                       **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
+    cfg = make_config(job_gpus=fleet.gpus if job is None else job,
+                      **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
+    return with_storage(cfg, fleet, options["storage"], options["ckpt_size"],
+                        local_cache=options["local_cache"], replication=options["replication"],
+                        region_loss_per_year=options["region_loss_per_year"],
+                        region_outage_h=options["region_outage"])
 
 
 def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
@@ -117,6 +131,9 @@ def run_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
+    region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
+    local_cache: bool = CacheOpt, replication: bool = ReplOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.run event (--db)."),
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
@@ -195,6 +212,9 @@ def sweep_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
+    region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
+    local_cache: bool = CacheOpt, replication: bool = ReplOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.sweep event (--db): "
                                 "the report's sweep section shows the latest one."),
     db: str | None = DbOption, as_json: bool = JsonOption,
@@ -237,6 +257,9 @@ def sweep_cmd(
                   f"{best['ettr']['mean']:.4f}; Young/Daly interval: {result['young_min']:.1f} / "
                   f"{result['daly_min']:.1f} min")
     console.print(f"wrote {csv_path} and {png_path}")
+
+
+app.command("storage-whatif")(whatif_cmd)
 
 
 def step_simulate(ctx: DemoContext) -> None:

@@ -101,9 +101,14 @@ def scale_fits(fits: dict[str, dict[str, float]], shard_bytes: int, *, local_cac
     for key in ("stall", "local", "region", "restore.local", "restore.region"):
         if key not in fits:
             raise ValueError(f"the storage profile has no {key!r} figure")
+    # The saver reaches the tiers in order (local, region, the other regions): fits of figures
+    # measured on one disk can cross by noise, the order cannot.
+    local = get("local") or 0.0
+    region = max(get("region") or 0.0, local)
+    rep = get("replicated")
     return StorageTimes(
-        save_stall_s=get("stall"), durable_local_s=get("local"), durable_region_s=get("region"),
-        durable_replicated_s=get("replicated"), restore_local_s=get("restore.local"),
+        save_stall_s=get("stall"), durable_local_s=local, durable_region_s=region,
+        durable_replicated_s=None if rep is None else max(rep, region), restore_local_s=get("restore.local"),
         restore_region_s=get("restore.region"), restore_replica_s=get("restore.replica"),
         restore_archive_s=get("restore.archive"), local_cache=local_cache,
         replication=replication, region_loss_per_year=region_loss_per_year,
