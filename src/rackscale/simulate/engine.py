@@ -122,7 +122,10 @@ class _Engine:
         # while it is not yet durable where the cause restores from rolls it back too.
         self.last_work = np.zeros(k)
         self.last_wall = np.zeros(k)
-        self.restore_h = np.zeros(k)  # restore + extra downtime of the latest interruption
+        self.restore_h = np.zeros(k)  # checkpoint restore of the latest interruption
+        # A lost region is back at a wall-clock time: failures during its outage do not
+        # shorten (or restart) it. 0: no outage.
+        self.region_back = np.zeros(k)
         units = p.units_job + p.units_spare
         self.job_unit = np.tile(np.arange(p.units_job), (k, 1))
         self.in_job = np.zeros((k, units), dtype=bool)
@@ -310,7 +313,8 @@ class _Engine:
         self.phase[r] = RUN
         self.phase_end[r] = np.inf
         self.restart_from[r] = self.t[r]
-        self.run_from[r] = self.t[r] + self.p.u0_h + self.restore_h[r]
+        self.run_from[r] = (np.maximum(self.t[r], self.region_back[r]) + self.p.u0_h
+                            + self.restore_h[r])
         self.wait_at[r] = np.inf
         w = i[~ready]
         if w.size:
@@ -328,13 +332,14 @@ class _Engine:
         for a in (self.seg_work, self.seg_wall, self.pend_work, self.pend_wall, self.ckpt_left,
                   self.last_work, self.last_wall):
             a[running] = 0.0
-        self.restore_h[i] = p.cause_restore_h[cause] + p.cause_extra_h[cause]
+        self.restore_h[i] = p.cause_restore_h[cause]
+        self.region_back[i] = np.maximum(self.region_back[i], self.t[i] + p.cause_extra_h[cause])
         self.speed[i] = 1.0
         self.slow_found[i] = np.inf
         detected = self.t[i] + p.cause_detect_h[cause]
         self.phase[i] = RUN  # recovering until run_from; DETECT if it lacks a unit, below
         self.restart_from[i] = detected
-        self.run_from[i] = detected + p.u0_h + self.restore_h[i]
+        self.run_from[i] = np.maximum(detected, self.region_back[i]) + p.u0_h + self.restore_h[i]
         self.phase_end[i] = np.inf
         self.wait_at[i] = np.inf
         short = self.short[i] > 0

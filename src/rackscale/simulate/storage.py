@@ -108,7 +108,8 @@ def scale_fits(fits: dict[str, dict[str, float]], shard_bytes: int, *, local_cac
     rep = get("replicated")
     return StorageTimes(
         save_stall_s=get("stall"), durable_local_s=local, durable_region_s=region,
-        durable_replicated_s=None if rep is None else max(rep, region), restore_local_s=get("restore.local"),
+        durable_replicated_s=None if rep is None else max(rep, region),
+        restore_local_s=get("restore.local"),
         restore_region_s=get("restore.region"), restore_replica_s=get("restore.replica"),
         restore_archive_s=get("restore.archive"), local_cache=local_cache,
         replication=replication, region_loss_per_year=region_loss_per_year,

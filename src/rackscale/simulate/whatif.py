@@ -63,26 +63,28 @@ def evaluate(p: Plan, f: Failures) -> dict[str, np.ndarray]:
     """Per-trial kept work and losses (hours) of plan `p` on failures `f`."""
     k, h, tau, w = p.config.trials, p.horizon_h, p.tau_h, p.w_h
     valid = np.isfinite(f.t)
-    down = np.where(valid, p.cause_detect_h[f.cause] + p.u0_h + p.cause_restore_h[f.cause]
-                    + p.cause_extra_h[f.cause], 0.0)
-    start = np.concatenate([np.zeros((k, 1)), np.where(valid, f.t, h)], axis=1)
-    downs = np.concatenate([np.zeros((k, 1)), down], axis=1)
-    end = np.concatenate([np.where(valid, f.t, h), np.full((k, 1), h)], axis=1)
+    pad = np.zeros((k, 1))
+    pre = np.where(valid, p.cause_detect_h[f.cause], 0.0)
+    rest = np.where(valid, p.cause_restore_h[f.cause], 0.0)
+    # A lost region is back at a wall-clock time that later failures neither shorten nor
+    # restart: the running maximum of (failure time + outage) over the failures so far.
+    back = np.maximum.accumulate(np.where(valid, f.t + p.cause_extra_h[f.cause], 0.0), axis=1)
+    t = np.where(valid, f.t, h)
+    ready = np.maximum(t + pre, back)  # the job can restart (u0, then the restore)
+    run_from = np.concatenate([pad, ready + p.u0_h + rest], axis=1)
+    end = np.concatenate([t, np.full((k, 1), h)], axis=1)
     by_fail = np.concatenate([valid, np.zeros((k, 1), dtype=bool)], axis=1)
     nxt = np.concatenate([f.cause, np.zeros((k, 1), dtype=f.cause.dtype)], axis=1)
-    run = np.maximum(end - start - downs, 0.0)  # < 0: the recovery itself was interrupted
+    run = np.maximum(end - run_from, 0.0)  # 0: the recovery itself was interrupted
     cycle = tau + w
     n = np.floor(run / cycle)
     rem = run - n * cycle
     exposed = p.cause_exposed_h[nxt]
     rolled = by_fail & (n >= 1) & (rem < exposed)
     kept = np.where(by_fail, (n - rolled) * tau, n * tau + np.minimum(rem, tau))
-    # The restore comes after detection and u0; an interrupted recovery pays part of it.
-    pre = np.where(valid, p.cause_detect_h[f.cause] + p.u0_h, 0.0)
-    rest = np.where(valid, p.cause_restore_h[f.cause], 0.0)
-    pad = np.zeros((k, 1))
-    restore = np.clip(np.minimum(end - start, downs) - np.concatenate([pad, pre], axis=1),
-                      0.0, np.concatenate([pad, rest], axis=1))
+    # The restore comes last in a recovery; an interrupted recovery pays part of it.
+    restore = np.clip(end - (run_from - np.concatenate([pad, rest], axis=1)), 0.0,
+                      np.concatenate([pad, rest], axis=1))
     return {"work": kept.sum(axis=1), "restore": restore.sum(axis=1),
             "checkpoint": (n * w + np.clip(rem - tau, 0.0, w)).sum(axis=1),
             "interruptions": valid.sum(axis=1).astype(float)}
