@@ -29,6 +29,7 @@ from rackscale.cli._common import (
     check_out_file,
     console,
     emit_json,
+    json_safe,
     seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
@@ -209,7 +210,7 @@ def whatif_cmd(
         result = storage_whatif(base, shape, st, ivs, gpu_hour_price=gpu_hour_price,
                                 progress=lambda d, t: bar.update(task, completed=d, total=t))
     if rec is not None:
-        rec.append_event(shape.name, "simulate.storage_whatif", result, actor="cli",
+        rec.append_event(shape.name, "simulate.storage_whatif", json_safe(result), actor="cli",
                          reason="rackscale simulate storage-whatif")
     if as_json:
         emit_json(result)
