@@ -32,6 +32,8 @@ from rackscale.cli.storage import (
     RegionLossOpt,
     ReplOpt,
     StorageOpt,
+    label_storage,
+    print_storage,
     whatif_cmd,
     with_storage,
 )
@@ -145,6 +147,7 @@ def run_cmd(
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
+    result = label_storage(result, cfg)
     if store is not None:
         store.append_event(shape.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
@@ -171,6 +174,7 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
         f"on {where}, "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
+    print_storage(r)
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
     console.print(
         "goodput = scheduling x runtime x program = "

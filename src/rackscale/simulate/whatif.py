@@ -151,6 +151,12 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
         "restart_min": base.restart_min, "gpu_hour_price": gpu_hour_price,
         "reference_interval_min": ref, "intervals_min": intervals,
         "storage": storage_figures(storage),
+        # Worst work lost to a region loss at the reference interval (the restart is extra).
+        "rpo_region_loss_s": {
+            "with replication": storage.model_copy(update={"replication": True})
+            .rpo_region_loss_s(ref * 60),
+            "without replication": storage.model_copy(update={"replication": False})
+            .rpo_region_loss_s(ref * 60)},
         "setups": setups, "buys_per_month": buys,
         "wall_s": time.perf_counter() - t0,
     }
