@@ -26,9 +26,10 @@ def measured(tmp_path_factory: pytest.TempPathFactory,
     tmp = tmp_path_factory.mktemp("profile")
     cfg = s3_config(tmp, *regions)
     (tmp / "tiers.json").write_text(json.dumps(cfg))
-    out = tmp / "profile.json"
+    out = tmp / "out" / "storage-profile.json"
     res = runner.invoke(app, ["checkpoint", "profile", "--config", str(tmp / "tiers.json"),
-                              "--size", "1MiB", "--reps", "2", "--out", str(out), "--json"])
+                              "--ckpt-size", "1MiB", "--reps", "2", "--out", str(out.parent),
+                              "--json"])
     assert res.exit_code == 0, res.output
     return out, cfg, json.loads(res.stdout)
 

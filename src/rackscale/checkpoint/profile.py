@@ -173,7 +173,7 @@ _UNITS = {"b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": 1 << 40, "kb": 10**
           "mb": 10**6, "gb": 10**9, "tb": 10**12}
 
 
-def parse_size(text: str, *, option: str = "--size", limit: int = 64 * GiB) -> int:
+def parse_size(text: str, *, option: str = "--ckpt-size", limit: int = 64 * GiB) -> int:
     m = _SIZE.match(text)
     if not m:
         raise ProfileError(f"{option} {text!r}: give a size such as 64MiB, 1GiB or 500MB")

@@ -29,7 +29,15 @@ from rackscale.checkpoint import (
     load_config,
     run_benchmarks,
 )
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    console,
+    emit_json,
+    err_console,
+    noun,
+    out_dir_option,
+)
 from rackscale.cli.fleet import existing_store
 from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
 
@@ -330,16 +338,17 @@ def bench(quick: bool = typer.Option(False, "--quick", help="Small sizes (CI smo
 @app.command("profile")
 def profile_cmd(
     config: Path | None = ConfigOption,
-    size: list[str] = typer.Option(["64MiB"], "--size", help="Checkpoint size per node to "
-                                   "measure (repeatable): 64MiB, 1GiB, 500MB ..."),
+    ckpt_size: list[str] = typer.Option(["64MiB"], "--ckpt-size", metavar="TEXT",
+                                        help="A checkpoint size to "
+                                        "measure on this node (repeatable): 64MiB, 1GiB ..."),
     reps: int = typer.Option(3, "--reps", help="Runs per figure (the median is kept)."),
-    out: Path = typer.Option(..., "--out", help="Where to write the profile (JSON)."),
+    out: Path = out_dir_option(DEFAULT_DATA_DIR, "storage-profile.json"),
     db: str | None = DbOption, json_out: bool = JsonOption,
 ) -> None:
     """Measure the tiers: save stall, time to durable local/region/replicated, restore per tier."""
     from rackscale.cli.storage import run_profile
 
-    run_profile(_cfg(config, db), size, reps, out, json_out)
+    run_profile(_cfg(config, db), ckpt_size, reps, out, json_out)
 
 
 def step_checkpoint(ctx: DemoContext) -> None:

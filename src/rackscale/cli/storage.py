@@ -26,6 +26,7 @@ from rackscale.cli._common import (
     DbOption,
     FleetOption,
     JsonOption,
+    check_out_dir,
     check_out_file,
     console,
     emit_json,
@@ -70,8 +71,11 @@ def _bar(disable: bool) -> Progress:
 
 
 # ------------------------------------------------------------------------ checkpoint profile
+PROFILE_NAME = "storage-profile.json"
+
+
 def run_profile(cfg: TiersConfig, sizes: list[str], reps: int, out: Path, json_out: bool) -> None:
-    target = check_out_file(out)
+    target = check_out_file(check_out_dir(out) / PROFILE_NAME)
     parsed = [parse_size(s) for s in sizes]
     with _bar(json_out) as bar:
         task = bar.add_task("profiling the tiers", total=None)
@@ -80,6 +84,7 @@ def run_profile(cfg: TiersConfig, sizes: list[str], reps: int, out: Path, json_o
             bar.update(task, description=what, completed=done, total=total)
 
         prof = measure_profile(cfg, parsed, reps=reps, progress=tick)
+    target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, prof.model_dump_json(by_alias=True, indent=2) + "\n")
     if json_out:
         emit_json({"profile": str(target), "fits": prof.fits(),
