@@ -266,7 +266,10 @@ def print_whatif(r: dict[str, Any]) -> None:
     ref = r["reference_interval_min"]
     for name, s in r["setups"].items():
         at = next(p for p in s["points"] if p["interval_min"] == ref)
-        t.add_row(name, f"{s['optimal_interval_min']:g}",
+        best = s["optimal_interval_min"]
+        edge = " (edge: widen --intervals)" if best in (min(r["intervals_min"]),
+                                                        max(r["intervals_min"])) else ""
+        t.add_row(name, f"{best:g}{edge}",
                   f"{s['optimal_ettr']['mean']:.4f} ± {s['optimal_ettr']['ci95']:.4f}",
                   f"{s['young_min']:.1f} / {s['daly_min']:.1f}",
                   f"{at['lost_gpu_hours']['mean']:,.0f} ± {at['lost_gpu_hours']['ci95']:,.0f}",
