@@ -29,12 +29,18 @@ from rackscale.cli.storage import (
     CacheOpt,
     CkptSizeOpt,
     OutageOpt,
+    PriceOpt,
     RegionLossOpt,
     ReplOpt,
     StorageOpt,
+    WhatifIntervalsOpt,
+    WhatifRecordOpt,
+    WhatifRefOpt,
+    WhatifRegionLossOpt,
+    WhatifStorageOpt,
     label_storage,
     print_storage,
-    whatif_cmd,
+    run_whatif,
     with_storage,
 )
 from rackscale.errors import UserError
@@ -263,7 +269,19 @@ def sweep_cmd(
     console.print(f"wrote {csv_path} and {png_path}")
 
 
-app.command("storage-whatif")(whatif_cmd)
+@app.command("storage-whatif")
+def storage_whatif_cmd(
+    storage: Path = WhatifStorageOpt, fleet: str | None = FleetOption,
+    pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
+    ckpt_size: str | None = CkptSizeOpt, days: float = DaysOpt, trials: int = TrialsOpt,
+    seed: int = RngOpt, failure_model: str = ModelOpt, intervals: str = WhatifIntervalsOpt,
+    ckpt_interval: float = WhatifRefOpt, restart: float = RestartOpt,
+    region_loss_per_year: float = WhatifRegionLossOpt, region_outage: float = OutageOpt,
+    gpu_hour_price: float = PriceOpt, record: bool = WhatifRecordOpt,
+    db: str | None = DbOption, as_json: bool = JsonOption,
+) -> None:
+    """Same failures with/without local cache and cross-region replication, per interval."""
+    run_whatif(locals())
 
 
 def step_simulate(ctx: DemoContext) -> None:

@@ -23,15 +23,11 @@ from rackscale.checkpoint import (
     parse_size,
 )
 from rackscale.cli._common import (
-    DbOption,
-    FleetOption,
-    JsonOption,
     check_out_dir,
     check_out_file,
     console,
     emit_json,
     json_safe,
-    seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
 from rackscale.durable import write_atomic
@@ -132,10 +128,8 @@ def _size(n: int) -> str:
 
 
 # ------------------------------------------------------------------------ simulate --storage
-def job_storage(cfg: SimConfig, shape: FleetShape, profile: Path, ckpt_size: str | None, *,
-                local_cache: bool = True, replication: bool = True,
-                region_loss_per_year: float = 0.0, region_outage_h: float = 24.0,
-                ) -> StorageTimes:
+def job_storage(cfg: SimConfig, shape: FleetShape, profile: Path, ckpt_size: str | None,
+                **rules: Any) -> StorageTimes:
     """The profile's figures scaled to this job: each node (tray) saves its share."""
     prof = load_profile(profile)
     p = plan(cfg, shape)
@@ -148,14 +142,13 @@ def job_storage(cfg: SimConfig, shape: FleetShape, profile: Path, ckpt_size: str
         total = parse_size(ckpt_size, option="--ckpt-size", limit=1 << 60)
         shard = max(1, total // nodes)
         how = f"{ckpt_size} over {nodes} nodes"
-    if replication and region_loss_per_year > 0 and prof.tier("replica") is None:
+    if rules.get("replication", True) and rules.get("region_loss_per_year", 0) > 0 and \
+            prof.tier("replica") is None:
         raise UserError(f"{profile}: the profile has no other-region tier (role 'replica'), so "
                         "a region loss with replication cannot be simulated: profile tiers "
                         "with a replica, or pass --no-replication")
     try:
-        return scale_fits(prof.fits(), shard, local_cache=local_cache, replication=replication,
-                          region_loss_per_year=region_loss_per_year,
-                          region_outage_h=region_outage_h,
+        return scale_fits(prof.fits(), shard, **rules,
                           source=f"profile {profile} measured {prof.started_at:%Y-%m-%d %H:%M}"
                                  f" UTC on {prof.host}; {how}")
     except ValueError as err:
@@ -198,50 +191,44 @@ def print_storage(r: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------ storage-whatif
-def whatif_cmd(
-    storage: Path = typer.Option(..., "--storage", metavar="PROFILE",
-                                 help="A measured storage profile (checkpoint profile)."),
-    fleet: str | None = FleetOption,
-    pool: str | None = typer.Option(None, "--pool", help="Rack template or GPU SKU."),
-    job_gpus: int | None = typer.Option(None, "--job-gpus", help="Default: the whole pool."),
-    ckpt_size: str | None = CkptSizeOpt,
-    days: float = typer.Option(30.0, "--days"), trials: int = typer.Option(100, "--trials"),
-    seed: int = seed_option(0, "the failures"),
-    failure_model: str = typer.Option("llama3", "--failure-model"),
-    intervals: str = typer.Option("5,10,15,20,30,45,60", "--intervals",
-                                  help="Checkpoint intervals to compare, minutes."),
-    ckpt_interval: float = typer.Option(30.0, "--ckpt-interval", help="The interval the "
-                                        "cache and replication are priced at, minutes."),
-    restart: float = typer.Option(5.0, "--restart", help="u0 besides the restore, minutes."),
-    region_loss_per_year: float = typer.Option(1.0, "--region-loss-per-year",
-                                               help="Region-wide outages per year (assumption)."),
-    region_outage: float = OutageOpt,
-    gpu_hour_price: float = typer.Option(2.0, "--gpu-hour-price", help="Money per GPU-hour."),
-    record: bool = typer.Option(False, "--record", help="Store a simulate.storage_whatif "
-                                "event (--db): the report's storage section shows it."),
-    db: str | None = DbOption, as_json: bool = JsonOption,
-) -> None:
-    """Same failures with/without local cache and cross-region replication, per interval."""
+WhatifStorageOpt = typer.Option(..., "--storage", metavar="PROFILE",
+                                help="A measured storage profile (checkpoint profile).")
+WhatifIntervalsOpt = typer.Option("5,10,15,20,30,45,60", "--intervals",
+                                  help="Checkpoint intervals to compare, minutes.")
+WhatifRefOpt = typer.Option(30.0, "--ckpt-interval", help="The interval the cache and "
+                            "replication are priced at, minutes.")
+WhatifRegionLossOpt = typer.Option(1.0, "--region-loss-per-year",
+                                   help="Region-wide outages per year (assumption).")
+PriceOpt = typer.Option(2.0, "--gpu-hour-price", help="Money per GPU-hour.")
+WhatifRecordOpt = typer.Option(False, "--record", help="Store a simulate.storage_whatif "
+                               "event (--db): the report's storage section shows it.")
+
+
+def run_whatif(o: dict[str, Any]) -> None:
+    """`simulate storage-whatif` from the command's options (its `locals()`)."""
     try:
-        ivs = [float(v) for v in intervals.split(",") if v.strip()]
+        ivs = [float(v) for v in o["intervals"].split(",") if v.strip()]
     except ValueError:
-        raise UserError(f"--intervals must be numbers separated by commas; got {intervals!r}"
-                        ) from None
-    shape = FleetShape.from_spec(resolve_spec(fleet, db), pool)
-    base = make_config(job_gpus=shape.gpus if job_gpus is None else job_gpus, days=days,
-                       trials=trials, seed=seed, failure_model=failure_model,
-                       ckpt_interval_min=ckpt_interval, restart_min=restart, straggler_ratio=0)
-    st = job_storage(base, shape, storage, ckpt_size, region_loss_per_year=region_loss_per_year,
-                     region_outage_h=region_outage)
-    rec = Store(db) if record else None  # a bad --db fails before the run
-    with _bar(as_json) as bar:
+        raise UserError(f"--intervals must be numbers separated by commas; got "
+                        f"{o['intervals']!r}") from None
+    shape = FleetShape.from_spec(resolve_spec(o["fleet"], o["db"]), o["pool"])
+    job = o["job_gpus"]
+    base = make_config(job_gpus=shape.gpus if job is None else job, days=o["days"],
+                       trials=o["trials"], seed=o["seed"], failure_model=o["failure_model"],
+                       ckpt_interval_min=o["ckpt_interval"], restart_min=o["restart"],
+                       straggler_ratio=0)
+    st = job_storage(base, shape, o["storage"], o["ckpt_size"],
+                     region_loss_per_year=o["region_loss_per_year"],
+                     region_outage_h=o["region_outage"])
+    rec = Store(o["db"]) if o["record"] else None  # a bad --db fails before the run
+    with _bar(o["as_json"]) as bar:
         task = bar.add_task("what-if over setups and intervals", total=1)
-        result = storage_whatif(base, shape, st, ivs, gpu_hour_price=gpu_hour_price,
+        result = storage_whatif(base, shape, st, ivs, gpu_hour_price=o["gpu_hour_price"],
                                 progress=lambda d, t: bar.update(task, completed=d, total=t))
     if rec is not None:
         rec.append_event(shape.name, "simulate.storage_whatif", json_safe(result), actor="cli",
                          reason="rackscale simulate storage-whatif")
-    if as_json:
+    if o["as_json"]:
         emit_json(result)
         return
     print_whatif(result)

@@ -26,7 +26,7 @@ The rules (`cause_arrays`), per failure cause:
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -91,10 +91,11 @@ def at_size(fit: dict[str, float], size: float) -> float:
     return fit["latency_s"] + (size / bw if bw and math.isfinite(bw) else 0.0)
 
 
-def scale_fits(fits: dict[str, dict[str, float]], shard_bytes: int, *, local_cache: bool = True,
-               replication: bool = True, region_loss_per_year: float = 0.0,
-               region_outage_h: float = 24.0, source: str = "storage profile") -> StorageTimes:
-    """StorageTimes of a job whose nodes each save `shard_bytes`, from a profile's fits."""
+def scale_fits(fits: dict[str, dict[str, float]], shard_bytes: int, *,
+               source: str = "storage profile", **rules: Any) -> StorageTimes:
+    """StorageTimes of a job whose nodes each save `shard_bytes`, from a profile's fits;
+    `rules` are StorageTimes' switches (local_cache, replication, region_loss_per_year,
+    region_outage_h)."""
     def get(key: str) -> float | None:
         return at_size(fits[key], shard_bytes) if key in fits else None
 
@@ -111,9 +112,8 @@ def scale_fits(fits: dict[str, dict[str, float]], shard_bytes: int, *, local_cac
         durable_replicated_s=None if rep is None else max(rep, region),
         restore_local_s=get("restore.local"),
         restore_region_s=get("restore.region"), restore_replica_s=get("restore.replica"),
-        restore_archive_s=get("restore.archive"), local_cache=local_cache,
-        replication=replication, region_loss_per_year=region_loss_per_year,
-        region_outage_h=region_outage_h, shard_bytes=shard_bytes, source=source)
+        restore_archive_s=get("restore.archive"), shard_bytes=shard_bytes, source=source,
+        **rules)
 
 
 def cause_arrays(st: StorageTimes, scopes: np.ndarray, region_loss: np.ndarray,

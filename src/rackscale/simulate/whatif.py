@@ -102,15 +102,15 @@ def _setup_plans(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
 
 def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
                    intervals: list[float], *, gpu_hour_price: float = 2.0,
-                   reference_min: float | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """ETTR, goodput, lost GPU-hours and their cost per setup and interval; each setup's best
-    interval beside Young/Daly; what the cache and the replication buy at `reference_min`."""
+    interval beside Young/Daly; what the cache and the replication buy at the config's
+    checkpoint interval."""
     if not intervals or min(intervals) <= 0:
         raise SimulateError("--intervals: give checkpoint intervals in minutes, all > 0")
     if gpu_hour_price < 0:
         raise SimulateError("--gpu-hour-price: give a price >= 0 per GPU-hour")
-    ref = reference_min if reference_min is not None else base.ckpt_interval_min
+    ref = base.ckpt_interval_min
     intervals = sorted(set(intervals) | {ref})
     t0 = time.perf_counter()
     plans = _setup_plans(base, fleet, storage, intervals)
