@@ -97,3 +97,18 @@ def test_slower_region_restore_costs_each_failure_the_difference(measured):
     # every failure restores from the region; one during a recovery cuts it a little short
     assert per[1] - per[0] == pytest.approx(600 / 3600, rel=0.08)
     assert results[1]["ettr"]["mean"] < results[0]["ettr"]["mean"]
+
+
+def test_a_tier_that_does_not_answer_is_named_with_exit_2(tmp_path: Path) -> None:
+    from rackscale.checkpoint.seaweed import free_port
+    cfg = {"local_dir": str(tmp_path / "local"),
+           "region": {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:"
+                      f"{free_port()}", "bucket": "b", "access_key": "a", "secret_key": "s",
+                      "timeout_s": 1.0}}
+    (tmp_path / "tiers.json").write_text(json.dumps(cfg))
+    res = runner.invoke(app, ["checkpoint", "profile", "--config", str(tmp_path / "tiers.json"),
+                              "--ckpt-size", "1MiB", "--reps", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "tier us-east failed" in res.output and "measure again" in res.output
+    assert not (tmp_path / "storage-profile.json").exists()
+    assert not list((tmp_path / "local").glob(".profile-*"))  # nothing left behind

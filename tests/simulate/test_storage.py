@@ -245,3 +245,19 @@ def test_whatif_json_is_valid_and_labelled(tmp_path):
                                   "neither"}
     assert out["storage"]["shard_bytes"] == 10**12 // 126  # 504 GPUs = 126 trays
     assert "measured" in out["storage"]["basis"] and out["simulated"] is True
+
+
+def test_region_loss_with_replication_needs_a_replica_in_the_profile(tmp_path):
+    d = profile_dict()
+    d["tiers"] = [t for t in d["tiers"] if t["role"] != "replica"]
+    for p in d["points"]:
+        p["restore"].pop("us-west")
+        p["save"].pop("replicated")
+    path = _write(tmp_path, d)
+    res = runner.invoke(app, ["simulate", "storage-whatif", "--fleet", "seed-504", "--storage",
+                              path, "--trials", "2", "--days", "1"])
+    assert res.exit_code == 2 and "no other-region tier" in res.output, res.output
+    res = runner.invoke(app, ["simulate", "run", "--fleet", "seed-504", "--storage", path,
+                              "--no-replication", "--region-loss-per-year", "5", "--trials",
+                              "2", "--days", "1", "--json"])
+    assert res.exit_code == 0, res.output
