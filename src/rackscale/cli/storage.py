@@ -102,12 +102,15 @@ def print_profile(prof: StorageProfile) -> None:
         t.add_row(_size(p.bytes) + (" (probe)" if p.probe else ""),
                   *(f"{f.seconds:.4f}" if f else "-" for f in figs))
     console.print(t)
-    r = Table(title="restore of the whole checkpoint from each tier (seconds, measured)")
+    r = Table(title="restore of the whole checkpoint from each tier (seconds and throughput, "
+                    "measured)")
     r.add_column("size", justify="right")
     for tier in prof.tiers:
         r.add_column(f"{tier.name} ({tier.role})", justify="right")
     for p in prof.points:
-        r.add_row(_size(p.bytes), *(f"{p.restore[t.name].seconds:.4f}" for t in prof.tiers))
+        r.add_row(_size(p.bytes), *(
+            f"{p.restore[t.name].seconds:.4f} ({_size(int(p.bytes / p.restore[t.name].seconds))}"
+            "/s)" if p.restore[t.name].seconds > 0 else "0" for t in prof.tiers))
     console.print(r)
     f = Table(title="fitted model t(S) = latency + S / bandwidth (from the measured points)")
     for col in ("figure", "latency ms", "bandwidth MB/s", "latency-bound below"):

@@ -19,6 +19,10 @@ The model (the same one `simpy_ref` writes plainly):
 - Fail-slow (straggler) arrivals while running slow the whole job to 1/slowdown until
   straggler detection finds them, which interrupts the job like a tray fault. Any restart
   clears active stragglers.
+- With measured storage figures (`simulate.storage`): each failure adds the restore time of
+  the tier its cause restores from to u0, a lost region keeps the job down until it is back
+  (a wall-clock time), and a failure before the newest checkpoint is durable in that tier
+  loses that checkpoint too (one more interval of work).
 - Failure times, causes and struck units come from per-trial streams drawn up front, so two
   runs with the same seed see the same failures whatever the policy (common random numbers:
   a sweep's points differ only by the policy).
