@@ -120,10 +120,17 @@ def test_restore_time_adds_to_the_lost_time_of_every_failure(fleet):
     assert drop == pytest.approx(predicted, rel=0.2)
 
 
-def test_engine_and_whatif_agree_when_no_job_waits(fleet):
-    """Two implementations of the same rules (event engine, closed form) on different draws."""
-    st_ = _storage(300.0, exposed=600.0, local_cache=True, restore_local_s=30.0)
-    cfg = _cfg(st_)
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(restore=st.floats(0, 1200), exposed=st.floats(0, 1500), interval=st.floats(10, 60),
+       cache=st.booleans(), losses=st.sampled_from([0.0, 100.0]))
+def test_engine_and_whatif_agree_when_no_job_waits(fleet, restore, exposed, interval, cache,
+                                                   losses):
+    """Two implementations of the same rules (event engine, closed form) on different draws:
+    restores by tier, roll-backs of checkpoints not yet durable, region losses."""
+    st_ = _storage(restore, exposed=exposed, local_cache=cache, restore_local_s=restore / 10,
+                   region_loss_per_year=losses, region_outage_h=2.0)
+    cfg = _cfg(st_, ckpt_interval_min=interval)
     eng = run(cfg, fleet)
     p = plan(cfg, fleet)
     ev = evaluate(p, draw_failures(p))
