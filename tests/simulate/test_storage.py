@@ -268,3 +268,22 @@ def test_region_loss_with_replication_needs_a_replica_in_the_profile(tmp_path):
                               "--no-replication", "--region-loss-per-year", "5", "--trials",
                               "2", "--days", "1", "--json"])
     assert res.exit_code == 0, res.output
+
+
+def test_whatif_refuses_sizes_that_would_not_fit_in_memory(tmp_path):
+    path = _write(tmp_path, profile_dict())
+    res = runner.invoke(app, ["simulate", "storage-whatif", "--fleet", "seed-504", "--storage",
+                              path, "--trials", "100000", "--days", "3000", "--json"])
+    assert res.exit_code == 2, res.output
+    assert "fewer --trials" in json.loads(res.stdout)["error"]["message"]
+
+
+def test_whatif_optimum_sits_at_young_daly_when_the_write_blocks(fleet):
+    """A blocking 5-minute write, memoryless failures: the fitted best interval of every setup
+    is within 15% of Daly's (as the engine's sweep is)."""
+    st_ = _storage(60.0, save_stall_s=300.0, durable_local_s=300.0, durable_region_s=300.0,
+                   durable_replicated_s=300.0)
+    cfg = _cfg(st_, trials=300, rate_scale=2.0)
+    out = storage_whatif(cfg, fleet, st_, [10, 15, 20, 25, 30, 40, 50, 70])
+    for s in out["setups"].values():
+        assert s["fitted_optimum_min"] == pytest.approx(s["daly_min"], rel=0.15)

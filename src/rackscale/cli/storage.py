@@ -259,7 +259,9 @@ def print_whatif(r: dict[str, Any]) -> None:
         best = s["optimal_interval_min"]
         edge = " (edge: widen --intervals)" if best in (min(r["intervals_min"]),
                                                         max(r["intervals_min"])) else ""
-        t.add_row(name, f"{best:g}{edge}",
+        fit = s.get("fitted_optimum_min")
+        fitted = f" (fit {fit:.1f})" if fit is not None and not edge else ""
+        t.add_row(name, f"{best:g}{edge}{fitted}",
                   f"{s['optimal_ettr']['mean']:.4f} ± {s['optimal_ettr']['ci95']:.4f}",
                   f"{s['young_min']:.1f} / {s['daly_min']:.1f}",
                   f"{at['lost_gpu_hours']['mean']:,.0f} ± {at['lost_gpu_hours']['ci95']:,.0f}",

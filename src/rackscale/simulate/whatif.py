@@ -29,6 +29,7 @@ from rackscale.simulate.storage import StorageTimes
 
 SIMULATED_WHATIF = ("simulated (renewal model in closed form over pre-drawn failures, common "
                     "random numbers; storage figures measured, then scaled)")
+MAX_CELLS = 10_000_000
 SETUPS: dict[str, tuple[bool, bool]] = {  # name -> (local cache, cross-region replication)
     "cache+replication": (True, True),
     "cache only": (True, False),
@@ -50,6 +51,10 @@ def draw_failures(p: Plan) -> Failures:
     rng = np.random.default_rng(np.random.SeedSequence(p.config.seed).spawn(1)[0])
     expected = rate * h
     n = max(16, int(expected + 8 * math.sqrt(expected) + 16))
+    if k * n > MAX_CELLS:  # a dozen (trials x failures) float arrays live at once
+        raise SimulateError(f"{k} trials of about {expected:.0f} failures each need "
+                            f"{k * n:.3g} cells (limit {MAX_CELLS:.0e}): use fewer --trials "
+                            "or --days")
     gaps = rng.exponential(1 / rate, (k, n)) if rate > 0 else np.full((k, n), np.inf)
     t = np.cumsum(gaps, axis=1)
     while np.isfinite(t[:, -1]).any() and (t[:, -1] < h).any():  # bounded: each adds n draws
@@ -137,11 +142,15 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
             done += 1
             if progress is not None:
                 progress(done, total)
-        best = max(rows, key=lambda r: r["ettr"]["mean"])
+        means = [r["ettr"]["mean"] for r in rows]
+        b = int(np.argmax(means))
+        best = rows[b]
         cost_h = best["blocking_s"] / 3600
         setups[name] = {"local_cache": SETUPS[name][0], "replication": SETUPS[name][1],
                         "points": rows, "optimal_interval_min": best["interval_min"],
-                        "optimal_ettr": best["ettr"], **young_daly(first.job_mtbf_h, cost_h)}
+                        "optimal_ettr": best["ettr"], "fitted_optimum_min": _peak(
+                            intervals[max(b - 1, 0):b + 2], means[max(b - 1, 0):b + 2]),
+                        **young_daly(first.job_mtbf_h, cost_h)}
     buys = _buys(lost_at_ref, gpu_hour_price, month)
     return {
         "simulated": True, "note": SIMULATED_WHATIF,
@@ -160,6 +169,18 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
         "setups": setups, "buys_per_month": buys,
         "wall_s": time.perf_counter() - t0,
     }
+
+
+def _peak(xs: list[float], ys: list[float]) -> float | None:
+    """The top of the parabola (in log interval) through the best point and its neighbours;
+    None when the best is at an end of the range (widen the intervals)."""
+    if len(xs) < 3:
+        return None
+    lx = np.log(np.asarray(xs, dtype=float))
+    a, b, _ = np.polyfit(lx, np.asarray(ys), 2)
+    if a >= 0:
+        return None
+    return float(np.exp(np.clip(-b / (2 * a), lx.min(), lx.max())))
 
 
 def _buys(lost: dict[str, np.ndarray], price: float, month: float) -> dict[str, Any]:
