@@ -29,15 +29,7 @@ from rackscale.checkpoint import (
     load_config,
     run_benchmarks,
 )
-from rackscale.cli._common import (
-    DbOption,
-    JsonOption,
-    console,
-    emit_json,
-    err_console,
-    noun,
-    out_dir_option,
-)
+from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.cli.fleet import existing_store
 from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
 
@@ -342,7 +334,8 @@ def profile_cmd(
                                         help="A checkpoint size to "
                                         "measure on this node (repeatable): 64MiB, 1GiB ..."),
     reps: int = typer.Option(3, "--reps", help="Runs per figure (the median is kept)."),
-    out: Path = out_dir_option(DEFAULT_DATA_DIR, "storage-profile.json"),
+    out: Path = typer.Option(DEFAULT_DATA_DIR, "--out", metavar="DIR", help="Directory to "
+                             "write storage-profile.json into (created when missing)."),
     db: str | None = DbOption, json_out: bool = JsonOption,
 ) -> None:
     """Measure the tiers: save stall, time to durable local/region/replicated, restore per tier."""

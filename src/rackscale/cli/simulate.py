@@ -33,11 +33,16 @@ from rackscale.cli.storage import (
     RegionLossOpt,
     ReplOpt,
     StorageOpt,
+    WhatifDaysOpt,
     WhatifIntervalsOpt,
+    WhatifModelOpt,
     WhatifRecordOpt,
     WhatifRefOpt,
     WhatifRegionLossOpt,
+    WhatifRestartOpt,
+    WhatifSeedOpt,
     WhatifStorageOpt,
+    WhatifTrialsOpt,
     label_storage,
     print_storage,
     run_whatif,
@@ -269,21 +274,6 @@ def sweep_cmd(
     console.print(f"wrote {csv_path} and {png_path}")
 
 
-@app.command("storage-whatif")
-def storage_whatif_cmd(
-    storage: Path = WhatifStorageOpt, fleet: str | None = FleetOption,
-    pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
-    ckpt_size: str | None = CkptSizeOpt, days: float = DaysOpt, trials: int = TrialsOpt,
-    seed: int = RngOpt, failure_model: str = ModelOpt, intervals: str = WhatifIntervalsOpt,
-    ckpt_interval: float = WhatifRefOpt, restart: float = RestartOpt,
-    region_loss_per_year: float = WhatifRegionLossOpt, region_outage: float = OutageOpt,
-    gpu_hour_price: float = PriceOpt, record: bool = WhatifRecordOpt,
-    db: str | None = DbOption, as_json: bool = JsonOption,
-) -> None:
-    """Same failures with/without local cache and cross-region replication, per interval."""
-    run_whatif(locals())
-
-
 def step_simulate(ctx: DemoContext) -> None:
     """Demo: a 30-day job on the seed fleet, sized to the certified capacity if there is one."""
     fleet = FleetShape.from_spec(ctx.topo.spec)
@@ -316,3 +306,18 @@ def step_simulate(ctx: DemoContext) -> None:
     ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
                            reason="rackscale demo")
     ctx.results["simulate"] = result
+
+
+@app.command("storage-whatif")
+def storage_whatif_cmd(
+    storage: Path = WhatifStorageOpt, fleet: str | None = FleetOption,
+    pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
+    ckpt_size: str | None = CkptSizeOpt, days: float = WhatifDaysOpt,
+    trials: int = WhatifTrialsOpt, seed: int = WhatifSeedOpt, failure_model: str = WhatifModelOpt,
+    intervals: str = WhatifIntervalsOpt, ckpt_interval: float = WhatifRefOpt,
+    restart: float = WhatifRestartOpt, region_loss_per_year: float = WhatifRegionLossOpt,
+    region_outage: float = OutageOpt, gpu_hour_price: float = PriceOpt,
+    record: bool = WhatifRecordOpt, db: str | None = DbOption, as_json: bool = JsonOption,
+) -> None:
+    """Same failures with/without local cache and cross-region replication, per interval."""
+    run_whatif(locals())

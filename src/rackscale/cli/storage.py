@@ -28,6 +28,7 @@ from rackscale.cli._common import (
     console,
     emit_json,
     json_safe,
+    seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
 from rackscale.durable import write_atomic
@@ -194,6 +195,14 @@ def print_storage(r: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------ storage-whatif
+# The what-if's own options (the simulator's shared ones are generated from its config).
+WhatifDaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
+WhatifTrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
+WhatifSeedOpt = seed_option(0, "the failures (same seed, same failures)")
+WhatifModelOpt = typer.Option("llama3", "--failure-model",
+                              help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
+WhatifRestartOpt = typer.Option(5.0, "--restart", help="Restart overhead u0 besides the "
+                                "restore, minutes.")
 WhatifStorageOpt = typer.Option(..., "--storage", metavar="PROFILE",
                                 help="A measured storage profile (checkpoint profile).")
 WhatifIntervalsOpt = typer.Option("5,10,15,20,30,45,60", "--intervals",
