@@ -46,7 +46,7 @@ from rackscale.cli.storage import (
     label_storage,
     print_storage,
     run_whatif,
-    with_storage,
+    storage_config,
 )
 from rackscale.errors import UserError
 from rackscale.simulate import (
@@ -114,14 +114,10 @@ _OPTION_FIELDS = {
 
 def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
     """The validated config from a command's options (its `locals()`); the whole fleet when no
-    --job-gpus is given; with --storage, the measured profile's figures."""
+    --job-gpus is given."""
     job = options["job_gpus"]
-    cfg = make_config(job_gpus=fleet.gpus if job is None else job,
-                      **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
-    return with_storage(cfg, fleet, options["storage"], options["ckpt_size"],
-                        local_cache=options["local_cache"], replication=options["replication"],
-                        region_loss_per_year=options["region_loss_per_year"],
-                        region_outage_h=options["region_outage"])
+    return make_config(job_gpus=fleet.gpus if job is None else job,
+                       **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
 
 
 def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
@@ -152,7 +148,7 @@ def run_cmd(
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, locals())
+    cfg = storage_config(_config(shape, locals()), shape, locals())
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
@@ -241,7 +237,7 @@ def sweep_cmd(
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, locals())
+    cfg = storage_config(_config(shape, locals()), shape, locals())
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))

@@ -194,6 +194,14 @@ def print_storage(r: dict[str, Any]) -> None:
                   f"{st['rpo_region_loss_s'] / 60:.1f} min")
 
 
+def storage_config(cfg: SimConfig, shape: FleetShape, o: dict[str, Any]) -> SimConfig:
+    """`cfg` with --storage and its options applied (from a command's `locals()`)."""
+    return with_storage(cfg, shape, o["storage"], o["ckpt_size"], local_cache=o["local_cache"],
+                        replication=o["replication"],
+                        region_loss_per_year=o["region_loss_per_year"],
+                        region_outage_h=o["region_outage"])
+
+
 # ------------------------------------------------------------------------ storage-whatif
 # The what-if's own options (the simulator's shared ones are generated from its config).
 WhatifDaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
