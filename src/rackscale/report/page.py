@@ -21,6 +21,7 @@ from rackscale.report.page_fleet import (
     rack_map,
     state_css,
 )
+from rackscale.report.storage import render_storage
 
 BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
               "simulated": "simulated (twin)", "recorded": "recorded events",
@@ -299,6 +300,8 @@ above each bar" src="data:image/png;base64,{wf}"></div>
 <section><h2>Certification coverage</h2>{coverage(doc)}</section>
 <section><h2>Lifecycle events</h2>{lifecycle(doc)}</section>
 <section><h2>ETTR and goodput</h2>{_goodput(doc)}</section>
+<section><h2>Storage: what the local cache and replication buy</h2>
+{render_storage(doc.get("storage") or {})}</section>
 <section><h2>Method</h2>{_method(doc)}</section>
 </main></body></html>
 """
