@@ -249,7 +249,7 @@ def diff(
 ) -> None:
     """What changed between two reports and why: ledger deltas per step with their reason
     codes, findings new and cleared, racks that changed, job shapes."""
-    from rackscale.report.diff import diff_documents
+    from rackscale.report import diff_documents
 
     result = diff_documents(_report_file(old), _report_file(new))
     if as_json:
