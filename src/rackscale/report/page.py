@@ -10,6 +10,7 @@ from typing import Any
 from rackscale.provenance import Provenance
 from rackscale.report import plots
 from rackscale.report.ledger import failure_goodput
+from rackscale.report.statement_page import statement_html
 
 STATE_COLORS = {
     "production": "#2f9e44", "certified": "#40c057", "burn_in": "#74c0fc",
@@ -283,7 +284,8 @@ def _method(doc: dict[str, Any]) -> str:
             f'<h3>reason codes</h3><table><tbody>{reasons}</tbody></table>')
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) -> str:
+    """`statement`: the signature and verification status shown with the bundle hash."""
     fleet = doc["fleet"]
     ledger = doc["ledger"]
     final = ledger[-1]
@@ -308,6 +310,7 @@ def render_html(doc: dict[str, Any]) -> str:
 <b>{_fmt(final["count"])}</b> expected after failures ({_basis(final["basis"])}).<br>
 {cert_line}. Store {escape(doc["store"])}, events up to seq {doc["last_event_seq"]}, generated
 {escape(doc["generated_at"][:19])} UTC.</p>{warn}</header>
+{statement_html(doc, statement)}
 <section><h2>Ledger: from headline to usable</h2><div class="card">
 <img class="plot" id="waterfall" alt="ledger waterfall" src="data:image/png;base64,{wf}">
 </div>{_ledger(doc)}</section>

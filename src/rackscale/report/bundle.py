@@ -1,0 +1,274 @@
+"""The evidence bundle: everything the ledger is computed from, content-addressed.
+
+A report directory holds `report.json` and, under `evidence/`, one file per piece of raw
+evidence (the fleet spec, the inventory, the lifecycle events, the certification run with its
+findings and results, the simulation run and sweep, measured checkpoint and recovery figures
+where they exist) plus `manifest.json`: the sha256 of every file, sorted by path. The bundle's
+root hash is the sha256 of the manifest's canonical bytes; `report.json` names the bundle by
+it. Files are canonical JSON (sorted keys, no spaces, UTF-8), events one per line in seq order,
+so the same evidence always gives the same bytes and the same root.
+
+`view_from_evidence` turns the files back into the `StoreView` the ledger reads, so a verifier
+runs the very ledger code the report ran, from the bundle alone, without the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rackscale.durable import write_atomic
+from rackscale.errors import UserError
+from rackscale.fleet import FleetSpec, Topology
+from rackscale.report.storeview import StoreView, latest_states
+from rackscale.store import Event
+
+EVIDENCE_FORMAT = "rackscale.evidence/1"
+EVIDENCE_DIR = "evidence"
+MANIFEST = "manifest.json"
+# Event kinds that carry measured recovery and checkpoint figures, exported when the store has
+# them (the ledger does not read them; the disclosure does).
+EXTRA_EVENT_PREFIXES = {"recovery.jsonl": ("recover.", "job."),
+                        "checkpoint-events.jsonl": ("checkpoint.",)}
+_NONFINITE = "$nonfinite"
+
+
+class BundleError(UserError):
+    """The directory is not a readable evidence bundle (exit 2)."""
+
+
+# ------------------------------------------------------------------ canonical JSON
+def _tag(obj: Any) -> Any:
+    """JSON has no inf/NaN (a job that never failed has an infinite MTTF): tag them."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {_NONFINITE: repr(obj)}
+    if isinstance(obj, dict):
+        return {k: _tag(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_tag(v) for v in obj]
+    return obj
+
+
+def _untag(d: dict[str, Any]) -> Any:
+    if len(d) == 1 and _NONFINITE in d:
+        return float(d[_NONFINITE])
+    return d
+
+
+def canonical(obj: Any) -> bytes:
+    """The one byte form of a JSON value that every hash in a bundle is taken over."""
+    try:
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except ValueError:
+        text = json.dumps(_tag(obj), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
+
+def decode(data: bytes, where: str) -> Any:
+    try:
+        if _NONFINITE.encode() in data:
+            return json.loads(data, object_hook=_untag)
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BundleError(f"{where}: not valid JSON ({err})") from None
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------ pieces
+def _event_line(ev: Event) -> bytes:
+    return canonical(ev.as_dict())
+
+
+def _events_file(events: list[Event]) -> bytes:
+    return b"".join(_event_line(e) + b"\n" for e in sorted(events, key=lambda e: e.seq))
+
+
+def _one(ev: Event | None) -> bytes:
+    return canonical(None if ev is None else ev.as_dict()) + b"\n"
+
+
+def event_from(d: Any, where: str) -> Event:
+    try:
+        return Event(seq=int(d["seq"]), time=datetime.fromisoformat(d["time"]),
+                     component_id=str(d["component"]), kind=str(d["kind"]),
+                     payload=dict(d["payload"] or {}), actor=str(d["actor"]),
+                     reason=str(d["reason"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise BundleError(f"{where}: not an event ({type(err).__name__}: {err}); an event "
+                          "has seq, time, component, kind, payload, actor, reason") from None
+
+
+def evidence_files(view: StoreView, params: dict[str, Any],
+                   extra: dict[str, Any] | None = None,
+                   extra_events: dict[str, list[Event]] | None = None) -> dict[str, bytes]:
+    """The bundle's evidence pieces (path -> bytes) for one read of the store.
+
+    `params` are the report's own inputs (job shape, GPU-hour price); `extra` are measured
+    figures that live outside the store (the demo's checkpoint save/restore), one file each.
+    """
+    spec = view.topo.spec.model_dump(mode="json")
+    files = {
+        "meta.json": canonical({"format": EVIDENCE_FORMAT, "store": view.store_url,
+                                "last_event_seq": view.last_seq, "params": params}) + b"\n",
+        "fleet.json": canonical({"spec": spec, "loaded_event": None if view.fleet_event is None
+                                 else view.fleet_event.as_dict()}) + b"\n",
+        "inventory.json": canonical({"gpus": sorted(view.inventory_gpus),
+                                     "counts": view.inventory_counts}) + b"\n",
+        "lifecycle.jsonl": _events_file(view.lifecycle_events),
+        "certify-run.json": _one(view.certify_run),
+        "certify-findings.jsonl": _events_file(view.findings),
+        "certify-results.jsonl": _events_file(view.results),
+        "simulate-run.json": _one(view.simulate_run),
+        "simulate-other-fleet.json": _one(view.other_simulation),
+        "simulate-sweep.json": _one(view.simulate_sweep),
+    }
+    for name, events in (extra_events or {}).items():
+        if events:
+            files[name] = _events_file(events)
+    for name, value in (extra or {}).items():
+        files[f"{name}.json"] = canonical(value) + b"\n"
+    return files
+
+
+# ------------------------------------------------------------------ manifest
+def manifest_of(files: dict[str, bytes]) -> dict[str, Any]:
+    return {"format": EVIDENCE_FORMAT,
+            "files": [{"path": p, "sha256": sha256(files[p]), "bytes": len(files[p])}
+                      for p in sorted(files)]}
+
+
+def root_of(manifest: dict[str, Any]) -> str:
+    """The bundle's name: sha256 of the manifest's canonical bytes."""
+    return "sha256:" + sha256(canonical(manifest))
+
+
+def write_evidence(out: Path, files: dict[str, bytes]) -> str:
+    """Write the pieces and their manifest under out/evidence/; return the root hash."""
+    edir = out / EVIDENCE_DIR
+    edir.mkdir(parents=True, exist_ok=True)
+    for stale in edir.iterdir():  # a rebuild must not leave another run's pieces behind
+        if stale.is_file() and stale.name != MANIFEST and stale.name not in files:
+            stale.unlink()
+    for path, data in files.items():
+        write_atomic(edir / path, data, sync=False)
+    manifest = manifest_of(files)
+    write_atomic(edir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return root_of(manifest)
+
+
+@dataclass(slots=True, kw_only=True)
+class EvidenceCheck:
+    """What reading a bundle's evidence found: the files whose bytes match the manifest, and
+    every problem, each naming its file."""
+
+    manifest: dict[str, Any]
+    root: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_evidence(out: Path) -> EvidenceCheck:
+    """Read out/evidence/ against its manifest. A missing manifest is bad input (BundleError);
+    a missing, changed or unlisted file is a problem the check names."""
+    edir = out / EVIDENCE_DIR
+    mpath = edir / MANIFEST
+    if not mpath.is_file():
+        raise BundleError(f"{mpath}: no evidence manifest; {out} is not a report bundle "
+                          "(build one with `rackscale report build --out DIR`)")
+    manifest = decode(mpath.read_bytes(), str(mpath))
+    rows = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("path"), str)
+            and isinstance(r.get("sha256"), str) for r in rows):
+        raise BundleError(f"{mpath}: files must be a list of {{path, sha256, bytes}}")
+    check = EvidenceCheck(manifest=manifest, root=root_of(manifest))
+    listed = {r["path"] for r in rows}
+    for r in rows:
+        path = edir / r["path"]
+        if Path(r["path"]).name != r["path"]:
+            check.problems.append(f"evidence/{r['path']}: a manifest path must be a plain "
+                                  "file name")
+            continue
+        if not path.is_file():
+            check.problems.append(f"evidence/{r['path']}: missing (the manifest lists it)")
+            continue
+        data = path.read_bytes()
+        got = sha256(data)
+        if got != r["sha256"]:
+            check.problems.append(f"evidence/{r['path']}: sha256 {got[:16]}... differs from the "
+                                  f"manifest's {r['sha256'][:16]}... (the file was changed)")
+            continue
+        check.files[r["path"]] = data
+    for path in sorted(edir.iterdir()):
+        if path.name != MANIFEST and path.name not in listed and not path.name.startswith("."):
+            check.problems.append(f"evidence/{path.name}: not in the manifest")
+    return check
+
+
+# ------------------------------------------------------------------ back to a StoreView
+def _events(files: dict[str, bytes], name: str) -> list[Event]:
+    out = []
+    for n, line in enumerate(files.get(name, b"").splitlines(), 1):
+        if line:
+            out.append(event_from(decode(line, f"evidence/{name}:{n}"), f"evidence/{name}:{n}"))
+    return out
+
+
+def _maybe_event(files: dict[str, bytes], name: str) -> Event | None:
+    d = decode(files[name], f"evidence/{name}") if name in files else None
+    return None if d is None else event_from(d, f"evidence/{name}")
+
+
+def _need(files: dict[str, bytes], name: str) -> Any:
+    if name not in files:
+        raise BundleError(f"evidence/{name}: missing; the ledger cannot be recomputed without it")
+    return decode(files[name], f"evidence/{name}")
+
+
+def view_from_evidence(files: dict[str, bytes]) -> tuple[StoreView, dict[str, Any]]:
+    """The StoreView (and the report's params) the evidence describes, without a store."""
+    meta, fleet, inv = (_need(files, n) for n in ("meta.json", "fleet.json", "inventory.json"))
+    try:
+        spec = FleetSpec.model_validate(fleet["spec"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BundleError(f"evidence/fleet.json: spec does not validate: {err}") from None
+    loaded = fleet.get("loaded_event")
+    view = StoreView(store_url=str(meta.get("store")), topo=Topology.build(spec),
+                     fleet_event=None if loaded is None else event_from(
+                         loaded, "evidence/fleet.json loaded_event"),
+                     inventory_gpus=set(inv.get("gpus") or []),
+                     inventory_counts=dict(inv.get("counts") or {}))
+    view.lifecycle_events = _events(files, "lifecycle.jsonl")
+    view.states = latest_states(view.lifecycle_events)
+    view.certify_run = _maybe_event(files, "certify-run.json")
+    view.findings = _events(files, "certify-findings.jsonl")
+    view.results = _events(files, "certify-results.jsonl")
+    view.simulate_run = _maybe_event(files, "simulate-run.json")
+    view.other_simulation = _maybe_event(files, "simulate-other-fleet.json")
+    view.simulate_sweep = _maybe_event(files, "simulate-sweep.json")
+    view.last_seq = int(meta.get("last_event_seq") or 0)
+    return view, dict(meta.get("params") or {})
+
+
+def extras_of(files: dict[str, bytes]) -> dict[str, Any]:
+    """The pieces the ledger does not read (measured checkpoint and recovery figures)."""
+    known = {"meta.json", "fleet.json", "inventory.json", "lifecycle.jsonl", "certify-run.json",
+             "certify-findings.jsonl", "certify-results.jsonl", "simulate-run.json",
+             "simulate-other-fleet.json", "simulate-sweep.json"}
+    out: dict[str, Any] = {}
+    for name in sorted(set(files) - known):
+        if name.endswith(".jsonl"):
+            out[name] = [e.as_dict() for e in _events(files, name)]
+        else:
+            out[name] = decode(files[name], f"evidence/{name}")
+    return out
