@@ -16,9 +16,9 @@ from rackscale.cli.fleet import app as fleet_app
 from rackscale.cli.lab import app as lab_app
 from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
-from rackscale.cli import statement as _statement  # noqa: F401  (adds report keygen|sign|verify|redact)
 from rackscale.cli.serve import serve
 from rackscale.cli.simulate import app as simulate_app
+from rackscale.cli.statement import app as _statement_commands  # noqa: F401 (report keygen..)
 
 app = typer.Typer(
     cls=RackscaleGroup,

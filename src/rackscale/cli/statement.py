@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +27,11 @@ def keygen(
     as_json: bool = JsonOption,
 ) -> None:
     """Make an Ed25519 signing key pair (or, with --redaction, a redaction secret)."""
-    from rackscale.report.sign import KeyFileError, keygen as make
+    from rackscale.report.redact import write_redaction_key
+    from rackscale.report.sign import keygen as make
 
     if redaction:
-        if key.exists() and not force:
-            raise KeyFileError(f"{key} exists; choose another --key or pass --force")
-        key.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_hex(32) + "\n")
-        os.chmod(key, 0o600)
-        out: dict[str, Any] = {"redaction_key": str(key)}
+        out: dict[str, Any] = {"redaction_key": str(write_redaction_key(key, force=force))}
     else:
         priv, pub, kid = make(key, force=force)
         out = {"private_key": str(priv), "public_key": str(pub), "key_id": kid}
@@ -138,7 +130,8 @@ def demo_statement(data_dir: Path, report_dir: Path) -> bool:
     """Demo step: sign the report with the demo key (made on first use) and verify it."""
     from datetime import UTC, datetime
 
-    from rackscale.report.sign import keygen as make, sign_bundle
+    from rackscale.report.sign import keygen as make
+    from rackscale.report.sign import sign_bundle
     from rackscale.report.statement import stamp_page
     from rackscale.report.verify import verify_bundle
 

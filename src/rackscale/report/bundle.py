@@ -216,7 +216,7 @@ def read_evidence(out: Path) -> EvidenceCheck:
 
 
 # ------------------------------------------------------------------ back to a StoreView
-def _events(files: dict[str, bytes], name: str) -> list[Event]:
+def events_in(files: dict[str, bytes], name: str) -> list[Event]:
     out = []
     for n, line in enumerate(files.get(name, b"").splitlines(), 1):
         if line:
@@ -248,11 +248,11 @@ def view_from_evidence(files: dict[str, bytes]) -> tuple[StoreView, dict[str, An
                          loaded, "evidence/fleet.json loaded_event"),
                      inventory_gpus=set(inv.get("gpus") or []),
                      inventory_counts=dict(inv.get("counts") or {}))
-    view.lifecycle_events = _events(files, "lifecycle.jsonl")
+    view.lifecycle_events = events_in(files, "lifecycle.jsonl")
     view.states = latest_states(view.lifecycle_events)
     view.certify_run = _maybe_event(files, "certify-run.json")
-    view.findings = _events(files, "certify-findings.jsonl")
-    view.results = _events(files, "certify-results.jsonl")
+    view.findings = events_in(files, "certify-findings.jsonl")
+    view.results = events_in(files, "certify-results.jsonl")
     view.simulate_run = _maybe_event(files, "simulate-run.json")
     view.other_simulation = _maybe_event(files, "simulate-other-fleet.json")
     view.simulate_sweep = _maybe_event(files, "simulate-sweep.json")
@@ -268,7 +268,7 @@ def extras_of(files: dict[str, bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in sorted(set(files) - known):
         if name.endswith(".jsonl"):
-            out[name] = [e.as_dict() for e in _events(files, name)]
+            out[name] = [e.as_dict() for e in events_in(files, name)]
         else:
             out[name] = decode(files[name], f"evidence/{name}")
     return out

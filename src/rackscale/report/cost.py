@@ -9,6 +9,7 @@ measured or simulated exactly as the step it prices.
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import Any
 
 from rackscale.errors import UserError
@@ -32,7 +33,7 @@ def check_price(price: float | None) -> float | None:
 def cost_section(ledger: list[dict[str, Any]], price: float) -> dict[str, Any]:
     """Per step below the headline: GPUs lost there, and what they cost per month, by reason."""
     rows = []
-    for above, step in zip(ledger, ledger[1:], strict=False):
+    for above, step in pairwise(ledger):
         lost = round(float(above["count"]) - float(step["count"]), 1)
         rows.append({"step": step["key"], "lost_gpus": lost, "basis": step["basis"],
                      "per_month": round(lost * price * HOURS_PER_MONTH, 2),

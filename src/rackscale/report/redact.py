@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
+import secrets
 import shutil
 from collections.abc import Callable
 from datetime import datetime
@@ -27,7 +29,14 @@ from typing import Any
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec
-from rackscale.report.bundle import EVIDENCE_DIR, canonical, decode, read_evidence
+from rackscale.report.bundle import (
+    EVIDENCE_DIR,
+    canonical,
+    decode,
+    events_in,
+    read_evidence,
+    view_from_evidence,
+)
 from rackscale.report.page import render_html
 from rackscale.report.statement import document_of, load_report, write_statement
 
@@ -41,12 +50,24 @@ class RedactError(UserError):
 def load_redaction_key(path: Path) -> bytes:
     if not path.is_file():
         raise RedactError(f"{path}: no such key file; make one with `rackscale report keygen "
-                          "--redaction --out FILE`")
+                          "--redaction --key FILE`")
     key = path.read_bytes().strip()
     if len(key) < MIN_KEY_BYTES:
         raise RedactError(f"{path}: a redaction key needs at least {MIN_KEY_BYTES} bytes of "
                           f"secret, found {len(key)}")
     return key
+
+
+def write_redaction_key(path: Path, *, force: bool = False) -> Path:
+    """A new random redaction secret (32 bytes, hex) in `path`, mode 0600."""
+    if path.exists() and not force:
+        raise RedactError(f"{path} exists; choose another --key or pass --force to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(32) + "\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def pseudonym(key: bytes, kind: str, name: str) -> str:
@@ -129,8 +150,6 @@ def _redact_file(name: str, data: bytes, p: Pseudonyms,
 def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
     """Write the redacted statement of the bundle in `src` to `dst` (unsigned: sign it with
     `rackscale report sign`). The source must pass its own hash checks first."""
-    from rackscale.report.bundle import view_from_evidence
-
     if dst.resolve() == src.resolve():
         raise RedactError(f"{dst}: the redacted bundle needs a directory of its own")
     doc = load_report(src)
@@ -138,7 +157,7 @@ def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
     if evidence.problems:
         raise RedactError(f"{src}: the evidence fails its hashes, so it is not redacted: "
                           + "; ".join(evidence.problems))
-    view, params = view_from_evidence(evidence.files)
+    view, _ = view_from_evidence(evidence.files)
     p = Pseudonyms(view.topo.spec, key)
     files = {n: _redact_file(n, d, p, p.walk) for n, d in evidence.files.items()}
     rview, rparams = view_from_evidence(files)
@@ -149,7 +168,7 @@ def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
     dst.mkdir(parents=True, exist_ok=True)
     extra = {n[:-5]: json.loads(d) for n, d in files.items() if n not in _LEDGER_FILES
              and n.endswith(".json")}
-    extra_events = {n: _events_of(files, n) for n in files if n not in _LEDGER_FILES
+    extra_events = {n: events_in(files, n) for n in files if n not in _LEDGER_FILES
                     and n.endswith(".jsonl")}
     write_statement(dst, rview, rdoc, rparams, extra=extra, extra_events=extra_events)
     rdoc["build_s"] = doc.get("build_s")
@@ -163,8 +182,3 @@ _LEDGER_FILES = {"meta.json", "fleet.json", "inventory.json", "lifecycle.jsonl",
                  "certify-run.json", "certify-findings.jsonl", "certify-results.jsonl",
                  "simulate-run.json", "simulate-other-fleet.json", "simulate-sweep.json"}
 
-
-def _events_of(files: dict[str, bytes], name: str) -> list[Any]:
-    from rackscale.report.bundle import _events
-
-    return _events(files, name)

@@ -61,7 +61,8 @@ def keygen(out: Path, *, force: bool = False) -> tuple[Path, Path, str]:
         fh.write(pem)
     os.chmod(out, 0o600)
     pub = key.public_key()
-    write_atomic(pub_path, pub.public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo))
+    write_atomic(pub_path, pub.public_bytes(ser.Encoding.PEM,
+                                            ser.PublicFormat.SubjectPublicKeyInfo))
     return out, pub_path, key_id(pub.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
 
 
@@ -71,7 +72,7 @@ def load_private(path: Path) -> Any:
     ed = _crypto()
     if not path.is_file():
         raise KeyFileError(f"{path}: no such key file; make one with `rackscale report keygen "
-                        "--out FILE`")
+                        "--key FILE`")
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         raise KeyFileError(f"{path}: private key is readable by others (mode {mode:o}); run "

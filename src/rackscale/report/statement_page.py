@@ -18,9 +18,9 @@ def _status(status: dict[str, Any] | None) -> str:
         return f"{key}; not verified yet (<code>rackscale report verify</code>)"
     when = escape(str(status.get("checked_at", ""))[:19])
     if verified:
-        return (f'{key}; <b class="ok">verified</b> {when} UTC: signature, every evidence hash '
-                "and every ledger figure recomputed from the evidence")
-    return (f'{key}; <b class="bad">verification FAILED</b> {when} UTC: '
+        return (f'{key}; <b style="color:#2f9e44">verified</b> {when} UTC: signature, every '
+                "evidence hash and every ledger figure recomputed from the evidence")
+    return (f'{key}; <b style="color:#c92a2a">verification FAILED</b> {when} UTC: '
             f'{escape(str(status.get("detail", "")))}')
 
 

@@ -52,15 +52,20 @@ class Verification:
                 "checks": [c.as_dict() for c in self.checks]}
 
 
-def _signature(v: Verification, out: Path, pub: Any, doc: dict[str, Any]) -> dict[str, Any]:
+def _signature(v: Verification, out: Path, pub: Any, root: str) -> None:
     sig = read_signature(out)
     if sig is None:
         v.add("signature", "signature.json: missing (the bundle is not signed; sign it with "
               "`rackscale report sign DIR --key FILE`)", "")
-        return {}
+        return
     v.key_id = sig.get("key_id")
     v.add("signature", signature_valid(sig, pub), f"valid Ed25519 signature by {v.key_id}")
     statement = sig.get("statement") if isinstance(sig.get("statement"), dict) else {}
+    signed_root = statement.get("evidence_root")
+    v.add("signed bundle", None if signed_root == root else
+          f"signature.json signs evidence {signed_root}, but this bundle's evidence/manifest.json "
+          f"hashes to {root}: a signature of another bundle, or evidence of another run",
+          "the signature covers this bundle's evidence root")
     signed = statement.get("files") if isinstance(statement.get("files"), dict) else {}
     for name in SIGNED_FILES:
         path = out / name
@@ -71,21 +76,15 @@ def _signature(v: Verification, out: Path, pub: Any, doc: dict[str, Any]) -> dic
         v.add(name, None if got == signed.get(name) else
               f"{name}: sha256 {got[:16]}... is not the signed {str(signed.get(name))[:16]}... "
               "(the file was changed after signing)", "matches the signed hash")
-    return statement
 
 
-def _roots(v: Verification, statement: dict[str, Any], doc: dict[str, Any], root: str) -> None:
-    named = (doc.get("evidence") or {}).get("root") if isinstance(doc.get("evidence"),
-                                                                  dict) else None
-    problem = None
-    if named != root:
-        problem = (f"report.json names evidence {named}, but evidence/manifest.json hashes to "
-                   f"{root} (the evidence is of another run, or the manifest was changed)")
-    elif statement and statement.get("evidence_root") != root:
-        problem = (f"the signature covers evidence {statement.get('evidence_root')}, not this "
-                   f"bundle's {root} (a signature of another bundle)")
-    v.add("evidence root", problem, f"report.json, the signature and the manifest all name "
-          f"{root}")
+def _roots(v: Verification, doc: dict[str, Any], root: str) -> None:
+    ev = doc.get("evidence")
+    named = ev.get("root") if isinstance(ev, dict) else None
+    v.add("evidence root", None if named == root else
+          f"report.json names evidence {named}, but evidence/manifest.json hashes to {root} "
+          "(the evidence is of another run, or the manifest was changed)",
+          f"report.json and the manifest both name {root}")
 
 
 def verify_bundle(out: Path, pubkey: Path) -> Verification:
@@ -93,8 +92,8 @@ def verify_bundle(out: Path, pubkey: Path) -> Verification:
     pub = load_public(pubkey)
     evidence = read_evidence(out)
     v = Verification(bundle=str(out), root=evidence.root, key_id=None)
-    statement = _signature(v, out, pub, doc)
-    _roots(v, statement, doc, evidence.root)
+    _signature(v, out, pub, evidence.root)
+    _roots(v, doc, evidence.root)
     v.add("evidence hashes", "; ".join(evidence.problems) or None,
           f"{len(evidence.files)} files match the manifest")
     if evidence.problems:
