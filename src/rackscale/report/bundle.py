@@ -217,11 +217,19 @@ def read_evidence(out: Path) -> EvidenceCheck:
 
 # ------------------------------------------------------------------ back to a StoreView
 def events_in(files: dict[str, bytes], name: str) -> list[Event]:
-    out = []
-    for n, line in enumerate(files.get(name, b"").splitlines(), 1):
-        if line:
-            out.append(event_from(decode(line, f"evidence/{name}:{n}"), f"evidence/{name}:{n}"))
-    return out
+    data = files.get(name, b"")
+    lines = [x for x in data.splitlines() if x]
+    try:
+        # One parse of the whole file (a JSON array of its lines) is several times faster
+        # than a parse per line at 100k+ events; a bad line is then found line by line.
+        rows = decode(b"[" + b",".join(lines) + b"]", f"evidence/{name}")
+    except BundleError:
+        for n, line in enumerate(lines, 1):
+            decode(line, f"evidence/{name}:{n}")
+        raise
+    if not isinstance(rows, list) or len(rows) != len(lines):
+        raise BundleError(f"evidence/{name}: one JSON event per line expected")
+    return [event_from(d, f"evidence/{name}:{n}") for n, d in enumerate(rows, 1)]
 
 
 def _maybe_event(files: dict[str, bytes], name: str) -> Event | None:

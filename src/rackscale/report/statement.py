@@ -130,6 +130,8 @@ def _show(v: Any) -> str:
 
 def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
     """The first JSON path (in document order) where `a` and `b` differ."""
+    if a == b:  # C-speed equality first: a whole agreeing section costs one comparison
+        return None
     if isinstance(a, dict) and isinstance(b, dict):
         for k in list(b) + [k for k in a if k not in b]:
             if k not in a or k not in b:
