@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 
 from rackscale.fleet import COMPUTE_TRAY, GPU, NODE, Topology, seed_fleet, synthetic_fleet
+from rackscale.report import JobShape
 from rackscale.report.sign import keygen, sign_bundle
 from rackscale.report.statement import document_of, params_of, write_statement
 from rackscale.report.storeview import StoreView, latest_states
 from rackscale.report.verify import verify_bundle
-from rackscale.report import JobShape
 from rackscale.store import Event
 
 RACK_PATH = ["received", "cabled", "cooling_verified", "powered", "firmware", "burn_in",

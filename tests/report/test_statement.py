@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from rackscale.report.bundle import BundleError, canonical, manifest_of, root_of
 from rackscale.report.sign import KeyFileError, keygen, sign_bundle
+from rackscale.report.statement import ReportDirError
 from rackscale.report.verify import verify_bundle
 
 from .bundles import Bundle, copy_of, make_bundle
-
 
 EVIDENCE_FILES = ["certify-findings.jsonl", "certify-results.jsonl", "certify-run.json",
                   "fleet.json", "inventory.json", "lifecycle.jsonl", "meta.json",
@@ -160,7 +160,7 @@ def test_a_missing_report_or_manifest_is_bad_input(bundle: Bundle, tmp_path: Pat
     with pytest.raises(BundleError, match="manifest"):
         verify_bundle(d, bundle.pub)
     (d / "report.json").unlink()
-    with pytest.raises(Exception, match="report.json: missing"):
+    with pytest.raises(ReportDirError, match=r"report\.json: missing"):
         verify_bundle(d, bundle.pub)
     with pytest.raises(KeyFileError, match="no such public key"):
         verify_bundle(bundle.dir, tmp_path / "nope.pub")

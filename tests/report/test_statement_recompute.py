@@ -102,7 +102,7 @@ def test_the_disclosure_covers_what_a_buyer_asks(tmp_path: Path) -> None:
     d = json.loads((b.dir / "disclosure.json").read_text())
     validate_disclosure(d)
     assert d["evidence_root"] == b.doc["evidence"]["root"]
-    assert d["headline"]["gpus"] == 504 and [x["step"] for x in d["ledger"]][0] == "headline"
+    assert d["headline"]["gpus"] == 504 and d["ledger"][0]["step"] == "headline"
     healthy = next(x for x in d["ledger"] if x["step"] == "healthy")
     assert healthy["provenance"] == {"basis": "simulated", "seed": 7,
                                      "model": "digital twin with faults file faults/seed.yaml"}

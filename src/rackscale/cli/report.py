@@ -138,8 +138,7 @@ def build(
 ) -> None:
     """Write report.html (self-contained), report.json, disclosure.json and the evidence
     bundle (evidence/) from the store."""
-    from rackscale.report import build_report
-    from rackscale.report.cost import check_price
+    from rackscale.report import build_report, check_price
 
     shape = _shape(shape_gpus, stages)
     check_out_dir(out)
@@ -163,8 +162,7 @@ def show(
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
-    from rackscale.report import report_document
-    from rackscale.report.cost import check_price
+    from rackscale.report import check_price, report_document
 
     doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages),
                              gpu_hour_price=check_price(gpu_hour_price))

@@ -27,8 +27,8 @@ def keygen(
     as_json: bool = JsonOption,
 ) -> None:
     """Make an Ed25519 signing key pair (or, with --redaction, a redaction secret)."""
-    from rackscale.report.redact import write_redaction_key
-    from rackscale.report.sign import keygen as make
+    from rackscale.report import keygen as make
+    from rackscale.report import write_redaction_key
 
     if redaction:
         out: dict[str, Any] = {"redaction_key": str(write_redaction_key(key, force=force))}
@@ -49,8 +49,7 @@ def sign(
     as_json: bool = JsonOption,
 ) -> None:
     """Sign a report directory: its evidence root, report.json and disclosure.json."""
-    from rackscale.report.sign import sign_bundle
-    from rackscale.report.statement import stamp_page
+    from rackscale.report import sign_bundle, stamp_page
 
     sig = sign_bundle(out, key)
     stamp_page(out, {"key_id": sig["key_id"], "verified": None})
@@ -87,8 +86,7 @@ def verify(
     every figure (exit 0), or name the first that differs (exit 1)."""
     from datetime import UTC, datetime
 
-    from rackscale.report.statement import stamp_page
-    from rackscale.report.verify import verify_bundle
+    from rackscale.report import stamp_page, verify_bundle
 
     result = verify_bundle(out, pubkey)
     if update_html:
@@ -114,7 +112,7 @@ def redact(
 ) -> None:
     """Write a copy of a report whose region and rack names are keyed pseudonyms; sign the
     copy with `report sign` to publish it."""
-    from rackscale.report.redact import load_redaction_key, redact_bundle
+    from rackscale.report import load_redaction_key, redact_bundle
 
     doc = redact_bundle(src, out, load_redaction_key(redaction_key))
     if as_json:
@@ -130,10 +128,8 @@ def demo_statement(data_dir: Path, report_dir: Path) -> bool:
     """Demo step: sign the report with the demo key (made on first use) and verify it."""
     from datetime import UTC, datetime
 
-    from rackscale.report.sign import keygen as make
-    from rackscale.report.sign import sign_bundle
-    from rackscale.report.statement import stamp_page
-    from rackscale.report.verify import verify_bundle
+    from rackscale.report import keygen as make
+    from rackscale.report import sign_bundle, stamp_page, verify_bundle
 
     key = data_dir / "keys" / "demo-signing.pem"
     if not key.exists():

@@ -229,7 +229,15 @@ def events_in(files: dict[str, bytes], name: str) -> list[Event]:
         raise
     if not isinstance(rows, list) or len(rows) != len(lines):
         raise BundleError(f"evidence/{name}: one JSON event per line expected")
-    return [event_from(d, f"evidence/{name}:{n}") for n, d in enumerate(rows, 1)]
+    when: dict[str, datetime] = {}  # events appended together share a time
+    try:
+        return [Event(seq=int(d["seq"]), time=when.get(d["time"]) or when.setdefault(
+                          d["time"], datetime.fromisoformat(d["time"])),
+                      component_id=str(d["component"]), kind=str(d["kind"]),
+                      payload=dict(d["payload"] or {}), actor=str(d["actor"]),
+                      reason=str(d["reason"])) for d in rows]
+    except (KeyError, TypeError, ValueError):  # name the first bad line
+        return [event_from(d, f"evidence/{name}:{n}") for n, d in enumerate(rows, 1)]
 
 
 def _maybe_event(files: dict[str, bytes], name: str) -> Event | None:
