@@ -31,9 +31,11 @@ from rackscale.report.document import build_document
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.storeview import StoreView
 
-# Fields of report.json that are not figures: when and how fast it was built, and the name of
-# its own bundle (checked separately, against the manifest and the signature).
-NOT_RECOMPUTED = ("generated_at", "build_s", "evidence")
+# Fields of report.json that the evidence does not determine: when and how fast it was built,
+# the name of its own bundle (checked against the manifest and the signature instead), and
+# its comparison with earlier reports built into the same directory (`history`, `changes`:
+# about other reports, not this evidence; covered by the signature like the rest).
+NOT_RECOMPUTED = ("generated_at", "build_s", "evidence", "history", "changes")
 
 
 class ReportDirError(UserError):
