@@ -32,7 +32,7 @@ from rackscale.fleet import COMPUTE_TRAY, GPU, NODE, Topology, seed_fleet, synth
 from rackscale.report import JobShape
 from rackscale.report.sign import keygen, sign_bundle
 from rackscale.report.statement import document_of, params_of, write_statement
-from rackscale.report.storeview import StoreView, latest_states
+from rackscale.report.storeview import StoreView
 from rackscale.report.verify import verify_bundle
 from rackscale.store import Event
 
@@ -103,7 +103,7 @@ def view_of(topo: Topology) -> StoreView:
     gpus = {topo.ids[i] for i in range(len(topo.ids)) if topo.kinds[i] == GPU}
     return StoreView(store_url="sqlite:///bench.db", topo=topo, fleet_event=None,
                      inventory_gpus=gpus, inventory_counts={"gpu": len(gpus)},
-                     states=latest_states(lifecycle), lifecycle_events=lifecycle,
+                     states={e.component_id: e for e in lifecycle}, lifecycle_events=lifecycle,
                      certify_run=run, findings=findings, results=results, simulate_run=sim,
                      last_seq=seq.n)
 

@@ -20,9 +20,10 @@ from rackscale.report.verify import verify_bundle
 
 from .bundles import Bundle, copy_of, make_bundle
 
-EVIDENCE_FILES = ["certify-findings.jsonl", "certify-results.jsonl", "certify-run.json",
-                  "fleet.json", "inventory.json", "lifecycle.jsonl", "meta.json",
-                  "simulate-other-fleet.json", "simulate-run.json", "simulate-sweep.json"]
+EVIDENCE_FILES = ["certify-run.json", "findings.jsonl", "fleet-event.json", "fleet.json",
+                  "inventory-gpus.json", "lifecycle-events.jsonl", "meta.json",
+                  "other-simulation.json", "results.jsonl", "simulate-run.json",
+                  "simulate-sweep.json", "states.jsonl"]
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,8 @@ def test_the_report_names_its_bundle_by_the_manifest_root(bundle: Bundle) -> Non
     for row in manifest["files"]:  # one file per piece, each hashed
         data = (bundle.dir / "evidence" / row["path"]).read_bytes()
         assert len(data) == row["bytes"]
-    assert {"fleet.json", "inventory.json", "lifecycle.jsonl", "certify-findings.jsonl",
-            "certify-results.jsonl", "simulate-run.json", "meta.json"} <= set(paths)
+    assert {"fleet.json", "inventory-gpus.json", "lifecycle-events.jsonl", "findings.jsonl",
+            "results.jsonl", "states.jsonl", "simulate-run.json", "meta.json"} <= set(paths)
 
 
 def test_the_same_evidence_gives_the_same_bytes(bundle: Bundle, tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ def test_a_forged_signature_and_another_key_fail(bundle: Bundle, tmp_path: Path)
     assert "not by the given public key" in bad["signature"]
 
 
-@pytest.mark.parametrize("missing", ["evidence/lifecycle.jsonl", "evidence/fleet.json",
+@pytest.mark.parametrize("missing", ["evidence/states.jsonl", "evidence/fleet.json",
                                      "disclosure.json", "signature.json"])
 def test_a_missing_file_fails_and_names_it(bundle: Bundle, tmp_path: Path, missing: str) -> None:
     d = copy_of(bundle, tmp_path / "b")
@@ -184,7 +185,7 @@ def test_consistently_rehashed_evidence_is_caught_by_recomputation(bundle: Bundl
     fails: the signature does not cover the new root, and the ledger recomputed from the
     edited evidence disagrees with report.json at the step the finding feeds."""
     d = copy_of(bundle, tmp_path / "b")
-    path = d / "evidence/certify-findings.jsonl"
+    path = d / "evidence/findings.jsonl"
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     lines = [x for x in lines if x["payload"]["kind"] != "slow_gpu"]  # hide the slow GPU
     path.write_bytes(b"".join(canonical(x) + b"\n" for x in lines))

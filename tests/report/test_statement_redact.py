@@ -92,7 +92,7 @@ def test_a_weak_or_missing_key_and_tampered_source_are_refused(bundle: Bundle,
         load_redaction_key(tmp_path / "none.key")
     src = tmp_path / "src"
     shutil.copytree(bundle.dir, src)
-    (src / "evidence/inventory.json").write_text("{}")
+    (src / "evidence/inventory-gpus.json").write_text("[]")
     with pytest.raises(RedactError, match="fails its hashes"):
         redact_bundle(src, tmp_path / "out", KEY_A)
     with pytest.raises(RedactError, match="directory of its own"):
@@ -102,6 +102,6 @@ def test_a_weak_or_missing_key_and_tampered_source_are_refused(bundle: Bundle,
 def test_redacted_evidence_is_consistent_json(bundle: Bundle, tmp_path: Path) -> None:
     out = tmp_path / "public"
     redact_bundle(bundle.dir, out, KEY_A)
-    for line in (out / "evidence/lifecycle.jsonl").read_text().splitlines():
+    for line in (out / "evidence/lifecycle-events.jsonl").read_text().splitlines():
         ev = json.loads(line)
         assert ev["component"].startswith("rg-") or ev["component"] == "mixed-fleet"

@@ -1,9 +1,10 @@
 """The evidence bundle: everything the ledger is computed from, content-addressed.
 
 A report directory holds `report.json` and, under `evidence/`, one file per piece of raw
-evidence (the fleet spec, the inventory, the lifecycle events, the certification run with its
-findings and results, the simulation run and sweep, measured checkpoint and recovery figures
-where they exist) plus `manifest.json`: the sha256 of every file, sorted by path. The bundle's
+evidence: one per field of the StoreView the ledger reads (the fleet spec, the inventory, the
+lifecycle events and latest states, the certification run with its findings and results, the
+simulation run and sweep), measured checkpoint and recovery figures where they exist, and
+`manifest.json`: the sha256 of every file, sorted by path. The bundle's
 root hash is the sha256 of the manifest's canonical bytes; `report.json` names the bundle by
 it. Files are canonical JSON (sorted keys, no spaces, UTF-8), events one per line in seq order,
 so the same evidence always gives the same bytes and the same root.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import typing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import Any
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec, Topology
-from rackscale.report.storeview import StoreView, latest_states
+from rackscale.report.storeview import StoreView
 from rackscale.store import Event
 
 EVIDENCE_FORMAT = "rackscale.evidence/1"
@@ -108,30 +110,72 @@ def event_from(d: Any, where: str) -> Event:
                           "has seq, time, component, kind, payload, actor, reason") from None
 
 
+def _field_kinds() -> dict[str, str]:
+    """How each StoreView field is kept in the bundle, from its type: the bundle follows the
+    view (a field the report learns to read is exported and restored without a change here)."""
+    kinds = {}
+    for name, tp in typing.get_type_hints(StoreView).items():
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if tp is Topology:
+            kinds[name] = "topology"
+        elif tp == (Event | None):
+            kinds[name] = "event"
+        elif origin is list and args == (Event,):
+            kinds[name] = "events"
+        elif origin is dict and args == (str, Event):
+            kinds[name] = "event_map"  # keyed by the event's component id
+        elif origin is set:
+            kinds[name] = "set"
+        else:
+            kinds[name] = "plain"  # str, int, dict of JSON values: kept in meta.json
+    return kinds
+
+
+FIELD_KINDS = _field_kinds()
+
+
+def field_file(name: str) -> str:
+    kind = FIELD_KINDS[name]
+    if kind == "topology":
+        return "fleet.json"
+    stem = name.replace("_", "-")
+    return f"{stem}.jsonl" if kind in ("events", "event_map") else f"{stem}.json"
+
+
+VIEW_FILES = frozenset({"meta.json"} | {field_file(n) for n, k in FIELD_KINDS.items()
+                                        if k != "plain"})
+
+
 def evidence_files(view: StoreView, params: dict[str, Any],
                    extra: dict[str, Any] | None = None,
                    extra_events: dict[str, list[Event]] | None = None) -> dict[str, bytes]:
-    """The bundle's evidence pieces (path -> bytes) for one read of the store.
+    """The bundle's evidence pieces (path -> bytes) for one read of the store: one file per
+    field of the StoreView the ledger reads.
 
     `params` are the report's own inputs (job shape, GPU-hour price); `extra` are measured
     figures that live outside the store (the demo's checkpoint save/restore), one file each.
     """
-    spec = view.topo.spec.model_dump(mode="json")
-    files = {
-        "meta.json": canonical({"format": EVIDENCE_FORMAT, "store": view.store_url,
-                                "last_event_seq": view.last_seq, "params": params}) + b"\n",
-        "fleet.json": canonical({"spec": spec, "loaded_event": None if view.fleet_event is None
-                                 else view.fleet_event.as_dict()}) + b"\n",
-        "inventory.json": canonical({"gpus": sorted(view.inventory_gpus),
-                                     "counts": view.inventory_counts}) + b"\n",
-        "lifecycle.jsonl": _events_file(view.lifecycle_events),
-        "certify-run.json": _one(view.certify_run),
-        "certify-findings.jsonl": _events_file(view.findings),
-        "certify-results.jsonl": _events_file(view.results),
-        "simulate-run.json": _one(view.simulate_run),
-        "simulate-other-fleet.json": _one(view.other_simulation),
-        "simulate-sweep.json": _one(view.simulate_sweep),
-    }
+    plain: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
+    for name, kind in FIELD_KINDS.items():
+        value = getattr(view, name)
+        if kind == "plain":
+            plain[name] = value
+        elif kind == "topology":
+            files[field_file(name)] = canonical({"spec": value.spec.model_dump(mode="json")}) \
+                + b"\n"
+        elif kind == "event":
+            files[field_file(name)] = _one(value)
+        elif kind == "events":
+            files[field_file(name)] = _events_file(value)
+        elif kind == "event_map":
+            if any(k != e.component_id for k, e in value.items()):
+                raise ValueError(f"StoreView.{name}: keys must be the events' component ids")
+            files[field_file(name)] = _events_file(list(value.values()))
+        else:
+            files[field_file(name)] = canonical(sorted(value)) + b"\n"
+    files["meta.json"] = canonical({"format": EVIDENCE_FORMAT, "params": params,
+                                    "view": plain}) + b"\n"
     for name, events in (extra_events or {}).items():
         if events:
             files[name] = _events_file(events)
@@ -240,49 +284,54 @@ def events_in(files: dict[str, bytes], name: str) -> list[Event]:
         return [event_from(d, f"evidence/{name}:{n}") for n, d in enumerate(rows, 1)]
 
 
-def _maybe_event(files: dict[str, bytes], name: str) -> Event | None:
-    d = decode(files[name], f"evidence/{name}") if name in files else None
-    return None if d is None else event_from(d, f"evidence/{name}")
-
-
 def _need(files: dict[str, bytes], name: str) -> Any:
     if name not in files:
         raise BundleError(f"evidence/{name}: missing; the ledger cannot be recomputed without it")
     return decode(files[name], f"evidence/{name}")
 
 
+def _restore(files: dict[str, bytes], name: str, kind: str) -> Any:
+    path = field_file(name)
+    if kind in ("events", "event_map"):
+        if path not in files:
+            raise BundleError(f"evidence/{path}: missing; the ledger cannot be recomputed "
+                              "without it")
+        events = events_in(files, path)
+        return events if kind == "events" else {e.component_id: e for e in events}
+    value = _need(files, path)
+    if kind == "topology":
+        try:
+            return Topology.build(FleetSpec.model_validate(value["spec"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise BundleError(f"evidence/{path}: spec does not validate: {err}") from None
+    if kind == "event":
+        return None if value is None else event_from(value, f"evidence/{path}")
+    if not isinstance(value, list):
+        raise BundleError(f"evidence/{path}: a list expected")
+    return set(value)
+
+
 def view_from_evidence(files: dict[str, bytes]) -> tuple[StoreView, dict[str, Any]]:
     """The StoreView (and the report's params) the evidence describes, without a store."""
-    meta, fleet, inv = (_need(files, n) for n in ("meta.json", "fleet.json", "inventory.json"))
-    try:
-        spec = FleetSpec.model_validate(fleet["spec"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise BundleError(f"evidence/fleet.json: spec does not validate: {err}") from None
-    loaded = fleet.get("loaded_event")
-    view = StoreView(store_url=str(meta.get("store")), topo=Topology.build(spec),
-                     fleet_event=None if loaded is None else event_from(
-                         loaded, "evidence/fleet.json loaded_event"),
-                     inventory_gpus=set(inv.get("gpus") or []),
-                     inventory_counts=dict(inv.get("counts") or {}))
-    view.lifecycle_events = events_in(files, "lifecycle.jsonl")
-    view.states = latest_states(view.lifecycle_events)
-    view.certify_run = _maybe_event(files, "certify-run.json")
-    view.findings = events_in(files, "certify-findings.jsonl")
-    view.results = events_in(files, "certify-results.jsonl")
-    view.simulate_run = _maybe_event(files, "simulate-run.json")
-    view.other_simulation = _maybe_event(files, "simulate-other-fleet.json")
-    view.simulate_sweep = _maybe_event(files, "simulate-sweep.json")
-    view.last_seq = int(meta.get("last_event_seq") or 0)
-    return view, dict(meta.get("params") or {})
+    meta = _need(files, "meta.json")
+    plain = meta.get("view") if isinstance(meta, dict) else None
+    if not isinstance(plain, dict):
+        raise BundleError("evidence/meta.json: no view object")
+    kw: dict[str, Any] = {}
+    for name, kind in FIELD_KINDS.items():
+        if kind == "plain":
+            if name not in plain:
+                raise BundleError(f"evidence/meta.json: view.{name} missing")
+            kw[name] = plain[name]
+        else:
+            kw[name] = _restore(files, name, kind)
+    return StoreView(**kw), dict(meta.get("params") or {})
 
 
 def extras_of(files: dict[str, bytes]) -> dict[str, Any]:
     """The pieces the ledger does not read (measured checkpoint and recovery figures)."""
-    known = {"meta.json", "fleet.json", "inventory.json", "lifecycle.jsonl", "certify-run.json",
-             "certify-findings.jsonl", "certify-results.jsonl", "simulate-run.json",
-             "simulate-other-fleet.json", "simulate-sweep.json"}
     out: dict[str, Any] = {}
-    for name in sorted(set(files) - known):
+    for name in sorted(set(files) - VIEW_FILES):
         if name.endswith(".jsonl"):
             out[name] = [e.as_dict() for e in events_in(files, name)]
         else:

@@ -31,6 +31,7 @@ from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec
 from rackscale.report.bundle import (
     EVIDENCE_DIR,
+    VIEW_FILES,
     canonical,
     decode,
     events_in,
@@ -137,13 +138,12 @@ def _redact_file(name: str, data: bytes, p: Pseudonyms,
         return b"".join(canonical(walk(decode(line, f"evidence/{name}"))) + b"\n"
                         for line in data.splitlines() if line)
     value = decode(data, f"evidence/{name}")
-    if name == "meta.json":
-        value["store"] = "redacted"
-    elif name == "fleet.json":
-        value = {"spec": p.spec.model_dump(mode="json"),
-                 "loaded_event": walk(value.get("loaded_event"))}
+    if name == "fleet.json":
+        value = {"spec": p.spec.model_dump(mode="json")}
     else:
         value = walk(value)
+        if name == "meta.json":
+            value["view"]["store_url"] = "redacted"
     return canonical(value) + b"\n"
 
 
@@ -166,9 +166,9 @@ def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
     if dst.exists():
         shutil.rmtree(dst / EVIDENCE_DIR, ignore_errors=True)
     dst.mkdir(parents=True, exist_ok=True)
-    extra = {n[:-5]: json.loads(d) for n, d in files.items() if n not in _LEDGER_FILES
+    extra = {n[:-5]: json.loads(d) for n, d in files.items() if n not in VIEW_FILES
              and n.endswith(".json")}
-    extra_events = {n: events_in(files, n) for n in files if n not in _LEDGER_FILES
+    extra_events = {n: events_in(files, n) for n in files if n not in VIEW_FILES
                     and n.endswith(".jsonl")}
     write_statement(dst, rview, rdoc, rparams, extra=extra, extra_events=extra_events)
     rdoc["build_s"] = doc.get("build_s")
@@ -176,9 +176,4 @@ def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
                                                  allow_nan=False) + "\n")
     write_atomic(dst / "report.html", render_html(rdoc))
     return rdoc
-
-
-_LEDGER_FILES = {"meta.json", "fleet.json", "inventory.json", "lifecycle.jsonl",
-                 "certify-run.json", "certify-findings.jsonl", "certify-results.jsonl",
-                 "simulate-run.json", "simulate-other-fleet.json", "simulate-sweep.json"}
 

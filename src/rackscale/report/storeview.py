@@ -78,16 +78,6 @@ def _of_run(events: list[Event], run_id: Any) -> list[Event]:
     return [e for e in events if e.payload.get("run_id") == run_id]
 
 
-def latest_states(lifecycle_events: list[Event]) -> dict[str, Event]:
-    """Component id -> its latest lifecycle.transition (the store and an evidence bundle both
-    derive the states this one way)."""
-    states: dict[str, Event] = {}
-    for ev in lifecycle_events:
-        if ev.kind == "lifecycle.transition":
-            states[ev.component_id] = ev  # ascending seq: the last one wins
-    return states
-
-
 def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     spec, fleet_event = _load_fleet(store, fleet)
     topo = Topology.build(spec)
@@ -95,7 +85,9 @@ def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
     view.lifecycle_events = store.events(kind_prefix="lifecycle.")
-    view.states = latest_states(view.lifecycle_events)
+    for ev in view.lifecycle_events:
+        if ev.kind == "lifecycle.transition":
+            view.states[ev.component_id] = ev  # ascending seq: the last one wins
     view.certify_run = _latest(store, "certify.run")
     if view.certify_run is not None:
         run_id = view.certify_run.payload.get("run_id")
