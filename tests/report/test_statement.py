@@ -230,3 +230,19 @@ def test_a_rebuild_removes_the_old_signature(bundle: Bundle, tmp_path: Path) -> 
     assert "not signed" in verify_bundle(again.dir, bundle.pub).first_problem
     sign_bundle(again.dir, bundle.key)
     assert verify_bundle(again.dir, bundle.pub).ok
+
+
+def test_a_malformed_event_with_a_matching_hash_is_named_by_its_line(bundle: Bundle,
+                                                                     tmp_path: Path) -> None:
+    d = copy_of(bundle, tmp_path / "b")
+    path = d / "evidence/findings.jsonl"
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[1])
+    row["payload"] = ["not", "an", "object"]
+    lines[1] = canonical(row).decode()
+    path.write_text("\n".join(lines) + "\n")
+    files = {p: (d / "evidence" / p).read_bytes() for p in evidence_names(d)}
+    (d / "evidence/manifest.json").write_text(json.dumps(manifest_of(files)))
+    bad = failed(verify_bundle(d, bundle.pub))
+    assert bad["recompute"] == ("the evidence cannot be read: evidence/findings.jsonl:2: not an "
+                                "event (seq must be an integer, payload an object)")
