@@ -23,7 +23,7 @@ from .bundles import Bundle, copy_of, make_bundle
 EVIDENCE_FILES = ["certify-run.json", "findings.jsonl", "fleet-event.json", "fleet.json",
                   "inventory-gpus.json", "lifecycle-events.jsonl", "meta.json",
                   "other-simulation.json", "results.jsonl", "simulate-run.json",
-                  "simulate-sweep.json", "states.jsonl"]
+                  "simulate-sweep.json", "states.jsonl", "storage-whatif.json"]
 
 
 @pytest.fixture(scope="module")
