@@ -21,7 +21,8 @@ _EXPORTS = {
     "judge": "verdict", "TorchBackend": "torch_backend", "STAGE_NAMES": "stages",
     "UnknownStage": "stages", "parse_stages": "stages",
     "SHARED_CPU_THRESHOLDS": "verdict", "RunnerBackend": "runners", "LocalRunner": "runners",
-    "Placement": "runners", "Runner": "runners", "RunnerError": "runners",
+    "Placement": "runners", "RankPlace": "runners", "Runner": "runners",
+    "RunnerError": "runners",
     "loopback_placement": "runners", "placement_from_places": "runners",
     "SlurmRunner": "runners.slurm",
 }
