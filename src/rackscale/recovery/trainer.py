@@ -21,7 +21,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -42,7 +42,10 @@ from rackscale.recovery.heartbeat import HeartbeatWriter
 
 class DemoSettings(BaseModel):
     """The demo's model and data. `slow_slot`/`slow_factor` inject a fail-slow fault for drills:
-    the rank on that slot stretches its compute by the factor (as a throttled GPU would)."""
+    the rank on that slot does `slow_factor` times its compute work per step (extra work
+    burnt on the CPU, as a throttled GPU takes longer for the same step). `timing` is what a
+    rank reports as its compute time: `cpu` (its own CPU time: on a host shared with other
+    work, wall time would count the time other processes held the CPU) or `wall`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     steps: int = Field(default=100, ge=1)
@@ -56,6 +59,7 @@ class DemoSettings(BaseModel):
     pace_s: float = Field(default=0.0, ge=0)  # idle time per step (a longer step, for drills)
     slow_slot: str | None = None
     slow_factor: float = Field(default=1.0, ge=1.0)
+    timing: Literal["cpu", "wall"] = "cpu"
 
 
 class RankEnv(BaseModel):
@@ -143,6 +147,13 @@ def _restore(env: RankEnv, cfg: TiersConfig, model: torch.nn.Module,
     return int(state["data"]["next_step"])
 
 
+def _burn(x: torch.Tensor, clock: Any, until: float) -> None:
+    """The slow drill's extra work: matrix products (results unused) until `until`."""
+    scratch = x.T @ x
+    while clock() < until:
+        scratch = torch.tanh(scratch @ scratch)
+
+
 def _allreduce_grads(model: torch.nn.Module, world: int) -> None:
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     flat = torch.cat([g.reshape(-1) for g in grads])
@@ -189,16 +200,17 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
     start = _restore(env, cfg, model, optim) if (env.resume and cfg) else 1
     hb.beat("restored", start - 1, restore_s=round(time.time() - t0, 6), ckpt=env.resume)
     slow = s.slow_factor if s.slow_slot == env.slot else 1.0
+    clock = time.thread_time if s.timing == "cpu" else time.perf_counter
     loss = torch.tensor(0.0)
     for step in range(start, s.steps + 1):
-        began = time.perf_counter()
+        began, c0 = time.perf_counter(), clock()
         x, y = batch_for(s, step, env.rank)
         optim.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         if slow > 1.0:
-            time.sleep((slow - 1.0) * (time.perf_counter() - began))
-        hb.beat("sync", step, compute_s=round(time.perf_counter() - began, 6))
+            _burn(x, clock, c0 + slow * (clock() - c0))
+        hb.beat("sync", step, compute_s=round(clock() - c0, 6))
         _allreduce_grads(model, env.world)
         optim.step()
         if cfg is not None and step % s.ckpt_every == 0 and step < s.steps:
@@ -212,3 +224,28 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         write_atomic(Path(env.job_dir) / "result.json", json.dumps(result, indent=2))
     hb.beat("done", s.steps)
     return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m rackscale.recovery.trainer --steps 30 ...`: the trainer without the CLI's
+    imports (a rank starts faster); options are DemoSettings' fields, `--job-dir` as the CLI."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="rackscale.recovery.trainer")
+    for name, f in DemoSettings.model_fields.items():
+        kind = {int: int, float: float}.get(f.annotation, str)  # type: ignore[call-overload]
+        ap.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
+    ap.add_argument("--job-dir", default=".")
+    args = vars(ap.parse_args(argv))
+    job_dir = args.pop("job_dir")
+    env_default = {"steps": "RACKSCALE_STEPS", "ckpt_every": "RACKSCALE_CKPT_EVERY"}
+    for key, var in env_default.items():
+        if args[key] is None and os.environ.get(var):
+            args[key] = int(os.environ[var])
+    s = DemoSettings(**{k: v for k, v in args.items() if v is not None})
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
+    train(s, RankEnv.from_environ(job_dir))
+
+
+if __name__ == "__main__":
+    main()
