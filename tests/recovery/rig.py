@@ -33,9 +33,9 @@ def start(job_dir: Path, cmd: list[str], *opts: str, gpus: int = 2, spares: int 
             "--hang-floor-s", "5", *opts, "--json"]
     if db is not None:
         args += ["--db", f"sqlite:///{db}"]
-    out = Path(f"{job_dir}.out").open("w")
-    return subprocess.Popen([*args, "--", *cmd], env=env(), stdout=out,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with Path(f"{job_dir}.out").open("w") as out:  # the child keeps its own copy
+        return subprocess.Popen([*args, "--", *cmd], env=env(), stdout=out,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def finish(proc: subprocess.Popen[str], job_dir: Path, timeout_s: float = 400) -> tuple[int, Any]:

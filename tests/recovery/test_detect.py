@@ -104,7 +104,7 @@ def test_a_rank_slowed_1_5x_is_flagged_within_ten_steps(world: int, seed: int, n
 
 
 def test_job_settings_name_the_bad_field() -> None:
-    with pytest.raises(JobConfigError, match="detect.straggler_threshold"):
+    with pytest.raises(JobConfigError, match=r"detect\.straggler_threshold"):
         make_config(command=["x"], gpus=2, detect={"straggler_threshold": 1.5})
     with pytest.raises(JobConfigError, match="gpus"):
         make_config(command=["x"], gpus=0)

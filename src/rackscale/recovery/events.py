@@ -27,9 +27,11 @@ class IncidentPayload(BaseModel):
     """One recovery, every figure measured. Times in seconds:
     `detect_s` from the rank's last heartbeat (fail-stop, hang) or its first under-threshold
     step (straggler) to the decision; `localize_s` decision to a component; `stop_s` to stop
-    every old rank; `restart_s` decision to every new rank launched; `restore_s` launch to the
-    slowest rank's checkpoint restored; `first_step_s` launch to every rank's first step;
-    `downtime_s` decision to that first step. `work_lost_steps`: steps done past the checkpoint.
+    every old rank; `restart_s` decision to every new rank launched; `start_s` launch to every
+    new process running (interpreter and imports); `restore_s` the slowest rank's checkpoint
+    load (as the rank timed it); `first_step_s` launch to every rank's first step;
+    `downtime_s` decision to that first step. `work_lost_steps`: steps done past the checkpoint
+    the job resumed from.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -47,6 +49,7 @@ class IncidentPayload(BaseModel):
     localize_s: float
     stop_s: float
     restart_s: float | None = None
+    start_s: float | None = None
     restore_s: float | None = None
     first_step_s: float | None = None
     downtime_s: float | None = None

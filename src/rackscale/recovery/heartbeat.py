@@ -59,6 +59,7 @@ class RankBeats:
     compute_s: dict[int, float] = field(default_factory=dict)
     sync_at: dict[int, float] = field(default_factory=dict)
     restore_s: float | None = None
+    started_at: float | None = None
     restored_at: float | None = None
     first_step_at: float | None = None
     done: bool = False
@@ -81,6 +82,8 @@ class RankBeats:
             self.steps_seen += 1
             if self.first_step_at is None:
                 self.first_step_at = t
+        elif b["phase"] == "start":
+            self.started_at = t
         elif b["phase"] == "restored":
             self.restore_s = b.get("restore_s")
             self.restored_at = t

@@ -111,7 +111,7 @@ class Supervisor:
         rec.job(self.state, "resumed" if resumed else "started", ckpt_id)
         restarts = 0
         while True:
-            ckpt_id, ckpt_step = latest_committed(self.tiers)
+            ckpt_id, _ = latest_committed(self.tiers)
             self._launch(ckpt_id)
             out = self._monitor()
             if out.finished:
@@ -124,7 +124,7 @@ class Supervisor:
                 self.pending.outcome = "failed_again"
                 rec.incident(self.pending)
                 self.pending = None
-            self._recover(out, ckpt_id, ckpt_step)
+            self._recover(out)
             restarts += 1
             if restarts > self.cfg.max_restarts:
                 self._fail(f"the job failed {restarts} times (--max-restarts "
@@ -173,11 +173,13 @@ class Supervisor:
             time.sleep(cfg.poll_s)
 
     # --- after a fault ------------------------------------------------------------------------
-    def _recover(self, out: Outcome, ckpt_id: str | None, ckpt_step: int) -> None:
+    def _recover(self, out: Outcome) -> None:
         sus = out.suspect
         if sus is None:
             raise RuntimeError("_recover needs a suspect")
-        if sus.kind is FaultKind.FAIL_STOP:
+        code = sus.evidence.get("exit_code")
+        if sus.kind is FaultKind.FAIL_STOP and code is not None and code > 0 and \
+                not any(r.steps_seen for r in out.ranks):
             self._check_command(out)
         st = self.state
         slot = st.assignment[sus.rank]
@@ -188,6 +190,7 @@ class Supervisor:
         if left:
             self._fail(f"ranks {left} did not stop after SIGKILL within "
                        f"{self.cfg.stop_timeout_s}s")
+        ckpt_id, ckpt_step = latest_committed(self.tiers)  # what the restart resumes from
         rb = out.ranks[sus.rank]
         detect_s, detect_steps = _detect_time(sus, rb, out)
         done = max((r.done_step for r in out.ranks), default=0)
@@ -220,8 +223,7 @@ class Supervisor:
         while any(c is None for c in codes) and time.time() < deadline:
             time.sleep(self.cfg.poll_s)
             codes = [p.poll() for p in self.procs]
-        stepped = any(r.steps_seen for r in out.ranks)
-        if not stepped and all(c is not None and c > 0 for c in codes):
+        if all(c is not None and c > 0 for c in codes):
             stop_all(self.procs, self.cfg.stop_timeout_s)
             log = self.procs[0].log
             tail = log.read_text(errors="replace").strip().splitlines()[-5:] \
@@ -237,10 +239,13 @@ class Supervisor:
         if inc is None:
             return
         la = self.launched_at
-        restored = [r.restored_at for r in ranks if r.restored_at]
+        started = [r.started_at for r in ranks if r.started_at]
+        restores = [r.restore_s for r in ranks if r.restore_s is not None]
         firsts = [r.first_step_at for r in ranks if r.first_step_at]
-        if restored:
-            inc.restore_s = round(max(restored) - la, 4)
+        if len(started) == len(ranks):
+            inc.start_s = round(max(started) - la, 4)
+        if restores:
+            inc.restore_s = round(max(restores), 4)
         if len(firsts) == len(ranks):
             inc.first_step_s = round(max(firsts) - la, 4)
             inc.downtime_s = round(max(firsts) - inc.detected_at, 4)

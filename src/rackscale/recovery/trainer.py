@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -34,6 +35,7 @@ from rackscale.checkpoint import (
     TieredStorageReader,
     TieredStorageWriter,
     TiersConfig,
+    UnknownCheckpoint,
     load_config,
 )
 from rackscale.durable import write_atomic
@@ -60,6 +62,11 @@ class DemoSettings(BaseModel):
     slow_slot: str | None = None
     slow_factor: float = Field(default=1.0, ge=1.0)
     timing: Literal["cpu", "wall"] = "cpu"
+    # Drill: the rank on `crash_slot` kills itself (SIGKILL) when it reaches `crash_step`:
+    # once (a transient fault), or every time it runs there (`crash_persistent`: a bad node).
+    crash_slot: str | None = None
+    crash_step: int = Field(default=8, ge=1)
+    crash_persistent: bool = False
 
 
 class RankEnv(BaseModel):
@@ -77,13 +84,16 @@ class RankEnv(BaseModel):
 
     @classmethod
     def from_environ(cls, job_dir: str) -> RankEnv:
+        """Under `rackscale job run`, or under torchrun (its restart count is the attempt,
+        its local rank the GPU; `RACKSCALE_RESUME=latest` restores the newest checkpoint)."""
         e = os.environ
         return cls(rank=int(e.get("RANK", 0)), world=int(e.get("WORLD_SIZE", 1)),
                    master_addr=e.get("MASTER_ADDR", "127.0.0.1"),
                    master_port=int(e.get("MASTER_PORT", 29500)),
                    job_dir=e.get("RACKSCALE_JOB_DIR", job_dir),
-                   slot=e.get("RACKSCALE_SLOT", "local"),
-                   attempt=int(e.get("RACKSCALE_ATTEMPT", 0)),
+                   slot=e.get("RACKSCALE_SLOT", f"local/r01/c01/gpu{e.get('LOCAL_RANK', 0)}"),
+                   attempt=int(e.get("RACKSCALE_ATTEMPT",
+                                     e.get("TORCHELASTIC_RESTART_COUNT", 0))),
                    tiers_config=e.get("RACKSCALE_CKPT_CONFIG") or None,
                    resume=e.get("RACKSCALE_RESUME") or None)
 
@@ -139,9 +149,16 @@ def _state(model: torch.nn.Module, optim: torch.optim.Optimizer, step: int) -> d
 
 def _restore(env: RankEnv, cfg: TiersConfig, model: torch.nn.Module,
              optim: torch.optim.Optimizer) -> int:
-    """Load the committed checkpoint `env.resume` into model and optimizer; the next step."""
+    """Load the committed checkpoint `env.resume` into model and optimizer; the next step
+    (1 when `latest` was asked for and there is none yet)."""
     state = _state(model, optim, -1)
-    dcp.load(state, storage_reader=TieredStorageReader(cfg, env.resume or "latest"))
+    try:
+        reader = TieredStorageReader(cfg, env.resume or "latest")
+    except UnknownCheckpoint:
+        if env.resume != "latest":
+            raise
+        return 1
+    dcp.load(state, storage_reader=reader)
     set_state_dict(model, optim, model_state_dict=state["model"],
                    optim_state_dict=state["optim"])
     return int(state["data"]["next_step"])
@@ -152,6 +169,15 @@ def _burn(x: torch.Tensor, clock: Any, until: float) -> None:
     scratch = x.T @ x
     while clock() < until:
         scratch = torch.tanh(scratch @ scratch)
+
+
+def _crash(s: DemoSettings, env: RankEnv) -> None:
+    """The crash drill: a transient fault fires once per job directory, a persistent one
+    every time (the marker file records that it fired)."""
+    mark = Path(env.job_dir) / f"crashed-{env.slot.replace('/', '_')}"
+    if s.crash_persistent or not mark.exists():
+        mark.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _allreduce_grads(model: torch.nn.Module, world: int) -> None:
@@ -210,6 +236,8 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         loss.backward()
         if slow > 1.0:
             _burn(x, clock, c0 + slow * (clock() - c0))
+        if s.crash_slot == env.slot and step == s.crash_step:
+            _crash(s, env)
         hb.beat("sync", step, compute_s=round(clock() - c0, 6))
         _allreduce_grads(model, env.world)
         optim.step()
