@@ -3,9 +3,12 @@ supervisor; each recovered job ends with the same parameters, bit for bit, as a 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,12 +50,19 @@ def test_kill9_of_a_rank_excludes_it_resumes_on_the_spare_bit_exact(tmp_path: Pa
         kinds = {k for (k,) in c.execute("select kind from events where component_id = ?",
                                          ("local/r01/c01/gpu1",))}
     assert {"certify.finding", "recovery.incident"} <= kinds
+    listed = subprocess.run([sys.executable, "-m", "rackscale", "job", "incidents", "--db",
+                             f"sqlite:///{db}", "--json"], env=rig.env(), capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["incidents"]
+    assert row["component"] == "local/r01/c01/gpu1" and row["spare"] == "local/r01/c01/gpu2"
 
 
 def test_sigstop_of_a_rank_is_a_hang_detected_within_its_timeout(tmp_path: Path,
                                                                  clean: dict) -> None:
+    """With --warm: the restart hands the ranks to standby processes started ahead."""
     job = tmp_path / "job"
-    sup = rig.start(job, rig.trainer_cmd(job))
+    sup = rig.start(job, rig.trainer_cmd(job), "--warm")
     victim = rig.wait_step(job, 1, 0, 8, proc=sup)["pid"]
     stopped_at = time.time()
     os.kill(victim, signal.SIGSTOP)
@@ -66,6 +76,11 @@ def test_sigstop_of_a_rank_is_a_hang_detected_within_its_timeout(tmp_path: Path,
     assert inc["detected_at"] - stopped_at < timeout + 2.0
     assert not rig.pid_alive(victim)  # a stopped rank is killed too, not left behind
     assert rig.result(job)["params_sha256"] == clean["params_sha256"]
+    # Attempt 2 ran in standbys (their logs are under warm/), not in freshly started ranks.
+    assert not (job / "logs" / "a002-r0000.log").exists()
+    assert (job / "beats" / "a002-r0000.jsonl").exists()
+    standbys = [int(p.read_text()) for p in (job / "warm").glob("*.ready")]
+    assert standbys and not any(map(rig.pid_alive, standbys))  # none outlives the job
 
 
 def test_a_slow_rank_is_flagged_as_straggler_within_ten_steps(tmp_path: Path,

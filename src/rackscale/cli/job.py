@@ -49,13 +49,14 @@ def train_demo(
     """The reference trainer: a small MLP on synthetic data, gloo data-parallel, checkpoints
     through the tiered store; deterministic on CPU. One rank per process (run it under
     `rackscale job run`, or alone as a one-rank job)."""
-    from rackscale.recovery.trainer import DemoSettings, RankEnv, train
+    from rackscale.recovery.trainer import DemoSettings, RankEnv, train, wait_for_rank
 
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
                      ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
                      slow_slot=slow_slot, slow_factor=slow_factor)
     job_dir.mkdir(parents=True, exist_ok=True)
+    wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
     result = train(s, RankEnv.from_environ(str(job_dir)))
     if result and os.environ.get("RANK", "0") == "0":
         say(f"trained {result['steps']} steps; params sha256 {result['params_sha256'][:16]}")
@@ -85,6 +86,8 @@ def run(
                                         help="Consecutive slow steps that make a straggler."),
     max_restarts: int = typer.Option(10, "--max-restarts", min=0,
                                      help="Give up after this many restarts."),
+    warm: bool = typer.Option(False, "--warm", help="Keep a standby process per GPU slot, "
+                              "started ahead (the command must support it; train-demo does)."),
     db: str = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -101,7 +104,7 @@ def run(
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --gpus 2 -- rackscale job train-demo`")
     cfg = make_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
-                      max_restarts=max_restarts, detect={
+                      max_restarts=max_restarts, warm=warm, detect={
                           "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
                           "straggler_threshold": straggler_threshold,
                           "straggler_steps": straggler_steps})

@@ -50,6 +50,8 @@ class JobConfig(BaseModel):
     poll_s: float = Field(default=0.05, gt=0, le=5)
     # How long stopped ranks get to exit after SIGKILL before the supervisor gives up on them.
     stop_timeout_s: float = Field(default=10.0, gt=0)
+    # Keep a standby process per slot (the command must support it, see warm.py).
+    warm: bool = False
     detect: DetectConfig = Field(default_factory=DetectConfig)
 
 

@@ -42,7 +42,7 @@ class Recorder:
                    "evidence": {"source": "recovery", "symptom": inc.symptom, "job": inc.job,
                                 "attempt": inc.attempt, **inc.evidence},
                    "confidence": 0.6, "verdict": "fail", "run_id": f"job-{inc.job}",
-                   "backend": "measured"}
+                   "backend": "real"}
         self._append(inc.component, FINDING, finding,
                      f"{inc.symptom} of rank {inc.rank} in job {inc.job}: excluded")
         return kind

@@ -31,6 +31,7 @@ from rackscale.recovery.heartbeat import BeatReader, RankBeats
 from rackscale.recovery.launch import Launcher, RankProcess, stop_all
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
+from rackscale.recovery.warm import WarmPool
 
 
 class SparesExhausted(UserError):
@@ -84,6 +85,8 @@ class Supervisor:
         self.procs: list[RankProcess] = []
         self.pending: IncidentPayload | None = None
         self.pending_t: tuple[float, float] = (0.0, 0.0)  # decided at, launched at
+        self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir) \
+            if cfg.warm else None
 
     def _initial_state(self) -> JobState:
         slots = list(self.setup.placement.ranks)
@@ -109,6 +112,14 @@ class Supervisor:
         self._stop_leftovers()
         rec = self.setup.recorder
         rec.job(self.state, "resumed" if resumed else "started", ckpt_id)
+        try:
+            return self._loop()
+        finally:
+            if self.pool is not None:
+                self.pool.close(self.cfg.stop_timeout_s)
+
+    def _loop(self) -> JobState:
+        rec = self.setup.recorder
         restarts = 0
         while True:
             ckpt_id, _ = latest_committed(self.tiers)
@@ -143,12 +154,15 @@ class Supervisor:
                    "RACKSCALE_CKPT_CONFIG": str(setup.tiers_file),
                    "RACKSCALE_RESUME": ckpt_id or ""}
             log = setup.job_dir / "logs" / f"a{st.attempt:03d}-r{rank:04d}.log"
-            self.procs.append(setup.launcher.start(setup.placement.place(slot),
-                                                   self.cfg.command, env, log))
+            proc = self.pool.take(slot, env) if self.pool is not None else None
+            self.procs.append(proc or setup.launcher.start(setup.placement.place(slot),
+                                                           self.cfg.command, env, log))
         st.rank_pids = [RankPid(pid=p.pid, start_ticks=start_ticks(p.pid) or 0)
                         for p in self.procs]
         st.save(setup.job_dir)
         self.launched_at = time.time()
+        if self.pool is not None:  # standbys for the next restart, started in the background
+            self.pool.refill([*st.assignment, *st.spares])
         if self.pending is not None:
             self.pending.restart_s = round(self.launched_at - self.pending_t[0], 4)
 

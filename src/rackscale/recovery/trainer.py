@@ -40,6 +40,7 @@ from rackscale.checkpoint import (
 )
 from rackscale.durable import write_atomic
 from rackscale.recovery.heartbeat import HeartbeatWriter
+from rackscale.recovery.warm import wait_for_rank
 
 
 class DemoSettings(BaseModel):
@@ -272,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
             args[key] = int(os.environ[var])
     s = DemoSettings(**{k: v for k, v in args.items() if v is not None})
     Path(job_dir).mkdir(parents=True, exist_ok=True)
+    wait_for_rank()  # a standby waits here, its imports done, for its rank
     train(s, RankEnv.from_environ(job_dir))
 
 
