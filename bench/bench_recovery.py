@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.durable import write_atomic
-from rackscale.recovery.setup import job_tiers
+from rackscale.recovery import job_tiers
 
 SRC = Path(__file__).parents[1] / "src"
 PY = sys.executable

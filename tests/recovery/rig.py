@@ -48,8 +48,8 @@ def finish(proc: subprocess.Popen[str], job_dir: Path, timeout_s: float = 400) -
                              ) from None
     text = Path(f"{job_dir}.out").read_text()
     start_ = text.find("{")
-    try:
-        return rc, json.loads(text[start_:]) if start_ >= 0 else text
+    try:  # the JSON summary (or error object); stderr's message may follow it
+        return rc, json.JSONDecoder().raw_decode(text[start_:])[0] if start_ >= 0 else text
     except json.JSONDecodeError:
         return rc, text
 

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from rackscale.recovery import (
     DetectConfig,
-    FaultKind,
     JobConfigError,
     RankBeats,
     StragglerDetector,
+    Symptom,
     find_fail_stop,
     find_hang,
-    make_config,
+    make_job_config,
     timeout_of,
 )
 
@@ -49,7 +49,7 @@ def test_hang_blames_the_stopped_or_least_advanced_rank_not_its_waiting_peers() 
     culprit = _beats(1, [1, 2, 3, 4])  # never finished step 5's compute
     assert find_hang([waiting, culprit], now=4.5, launched_at=0, cfg=cfg) is None
     s = find_hang([waiting, culprit], now=20, launched_at=0, cfg=cfg)
-    assert s is not None and s.kind is FaultKind.HANG and s.rank == 1
+    assert s is not None and s.kind is Symptom.HANG and s.rank == 1
     # The OS's word beats progress: a rank reported stopped is the culprit.
     s = find_hang([waiting, culprit], now=20, launched_at=0, cfg=cfg, stopped=lambda r: r == 0)
     assert s is not None and s.rank == 0 and s.evidence["os_stopped"]
@@ -105,6 +105,6 @@ def test_a_rank_slowed_1_5x_is_flagged_within_ten_steps(world: int, seed: int, n
 
 def test_job_settings_name_the_bad_field() -> None:
     with pytest.raises(JobConfigError, match=r"detect\.straggler_threshold"):
-        make_config(command=["x"], gpus=2, detect={"straggler_threshold": 1.5})
+        make_job_config(command=["x"], gpus=2, detect={"straggler_threshold": 1.5})
     with pytest.raises(JobConfigError, match="gpus"):
-        make_config(command=["x"], gpus=0)
+        make_job_config(command=["x"], gpus=0)

@@ -49,7 +49,7 @@ def train_demo(
     """The reference trainer: a small MLP on synthetic data, gloo data-parallel, checkpoints
     through the tiered store; deterministic on CPU. One rank per process (run it under
     `rackscale job run`, or alone as a one-rank job)."""
-    from rackscale.recovery.trainer import DemoSettings, RankEnv, train, wait_for_rank
+    from rackscale.recovery import DemoSettings, RankEnv, train, wait_for_rank
 
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
                      ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
@@ -95,7 +95,7 @@ def run(
     is excluded, a spare takes its place, every rank resumes from the latest committed
     checkpoint. Exit 0 when the job finished; 2 when it cannot go on (no spare left, a
     command that fails everywhere, an unreachable store); every checkpoint is kept."""
-    from rackscale.recovery import Supervisor, build_setup, make_config
+    from rackscale.recovery import Supervisor, build_setup, make_job_config
 
     command = list(ctx.args)
     if not command:
@@ -103,7 +103,7 @@ def run(
 
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --gpus 2 -- rackscale job train-demo`")
-    cfg = make_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
+    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
                       max_restarts=max_restarts, warm=warm, detect={
                           "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
                           "straggler_threshold": straggler_threshold,

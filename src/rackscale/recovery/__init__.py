@@ -5,11 +5,11 @@ The reference trainer (`trainer.py`, needs torch) is not imported here: the supe
 on a host without torch, and the trainer is a command it launches.
 """
 
-from rackscale.recovery.config import DetectConfig, JobConfig, JobConfigError, make_config
+from rackscale.recovery.config import DetectConfig, JobConfig, JobConfigError, make_job_config
 from rackscale.recovery.detect import (
-    FaultKind,
     StragglerDetector,
     Suspect,
+    Symptom,
     find_fail_stop,
     find_hang,
     timeout_of,
@@ -18,7 +18,7 @@ from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
 from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
 from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
 from rackscale.recovery.record import Recorder, read_incidents
-from rackscale.recovery.setup import RUNNERS, build_setup, job_slots
+from rackscale.recovery.setup import RUNNERS, build_setup, job_slots, job_tiers
 from rackscale.recovery.state import JobState, alive_ranks
 from rackscale.recovery.supervisor import (
     CommandFailed,
@@ -27,12 +27,58 @@ from rackscale.recovery.supervisor import (
     Supervisor,
     latest_committed,
 )
+from rackscale.recovery.warm import WarmPool, wait_for_rank
 
 __all__ = [
-    "INCIDENT", "JOB", "RUNNERS", "BeatReader", "CommandFailed", "DetectConfig", "FaultKind",
-    "HeartbeatWriter", "IncidentPayload", "JobConfig", "JobConfigError", "JobPayload",
-    "JobSetup", "JobState", "LaunchError", "Launcher", "LocalLauncher", "RankBeats",
-    "RankProcess", "Recorder", "SparesExhausted", "StragglerDetector", "Supervisor", "Suspect",
-    "alive_ranks", "beat_path", "build_setup", "find_fail_stop", "find_hang", "job_slots",
-    "latest_committed", "make_config", "read_incidents", "timeout_of",
+    "INCIDENT",
+    "JOB",
+    "RUNNERS",
+    "BeatReader",
+    "CommandFailed",
+    "DemoSettings",
+    "DetectConfig",
+    "HeartbeatWriter",
+    "IncidentPayload",
+    "JobConfig",
+    "JobConfigError",
+    "JobPayload",
+    "JobSetup",
+    "JobState",
+    "LaunchError",
+    "Launcher",
+    "LocalLauncher",
+    "RankBeats",
+    "RankEnv",
+    "RankProcess",
+    "Recorder",
+    "SparesExhausted",
+    "StragglerDetector",
+    "Supervisor",
+    "Suspect",
+    "Symptom",
+    "WarmPool",
+    "alive_ranks",
+    "beat_path",
+    "build_setup",
+    "find_fail_stop",
+    "find_hang",
+    "job_slots",
+    "job_tiers",
+    "latest_committed",
+    "make_job_config",
+    "read_incidents",
+    "timeout_of",
+    "train",
+    "wait_for_rank",
 ]
+
+_TORCH = {"DemoSettings", "RankEnv", "train"}
+
+
+def __getattr__(name: str) -> object:
+    # The reference trainer needs torch: imported on first use, so the supervisor does not.
+    if name in _TORCH:
+        from rackscale.recovery import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -55,7 +55,7 @@ class JobConfig(BaseModel):
     detect: DetectConfig = Field(default_factory=DetectConfig)
 
 
-def make_config(**fields: object) -> JobConfig:
+def make_job_config(**fields: object) -> JobConfig:
     """A JobConfig, or a JobConfigError naming the first bad field."""
     try:
         return JobConfig.model_validate(fields)

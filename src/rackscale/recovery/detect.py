@@ -18,7 +18,7 @@ from rackscale.recovery.config import DetectConfig
 from rackscale.recovery.heartbeat import RankBeats
 
 
-class FaultKind(StrEnum):
+class Symptom(StrEnum):
     """What the supervisor saw (a runtime symptom, not yet a hardware fault kind)."""
 
     FAIL_STOP = "fail_stop"  # the rank's process ended (crash, kill, lost node)
@@ -29,7 +29,7 @@ class FaultKind(StrEnum):
 @dataclass(slots=True, kw_only=True)
 class Suspect:
     rank: int
-    kind: FaultKind
+    kind: Symptom
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,7 +60,7 @@ def find_hang(ranks: Sequence[RankBeats], now: float, launched_at: float, cfg: D
     culprit = min(silent, key=lambda rb: (not stopped(rb.rank), rb.progress,
                                           rb.last_t if rb.last_t is not None else launched_at))
     rb, since, limit = next(((r, s, lim) for r, s, lim in late if r is culprit), late[0])
-    return Suspect(rank=culprit.rank, kind=FaultKind.HANG, evidence={
+    return Suspect(rank=culprit.rank, kind=Symptom.HANG, evidence={
         "silent_s": round(since, 3), "timeout_s": round(limit, 3),
         "last_phase": culprit.last_phase, "last_step": culprit.last_step,
         "os_stopped": stopped(culprit.rank), "learned": culprit.steps_seen >= cfg.warmup_steps})
@@ -74,7 +74,7 @@ def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> S
         return None
     culprit = min(ended, key=lambda r: (not (codes[r] or 0) < 0, ranks[r].progress))
     code = codes[culprit]
-    return Suspect(rank=culprit, kind=FaultKind.FAIL_STOP, evidence={
+    return Suspect(rank=culprit, kind=Symptom.FAIL_STOP, evidence={
         "exit_code": code, "signal": -code if code is not None and code < 0 else None,
         "last_step": ranks[culprit].last_step, "ended_ranks": ended})
 
@@ -120,7 +120,7 @@ class StragglerDetector:
             self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
         worst = min(range(self.world), key=lambda r: self.last_scores[r]["relative"])
         if self.below[worst] >= cfg.straggler_steps:
-            return Suspect(rank=worst, kind=FaultKind.STRAGGLER, evidence={
+            return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
                 "step": step, "consecutive": self.below[worst],
                 "threshold": cfg.straggler_threshold, **self.last_scores[worst],
                 "compute_s": round(smooth[worst], 6),

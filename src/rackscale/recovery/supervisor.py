@@ -20,9 +20,9 @@ from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
 from rackscale.errors import UserError
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
-    FaultKind,
     StragglerDetector,
     Suspect,
+    Symptom,
     find_fail_stop,
     find_hang,
 )
@@ -192,7 +192,7 @@ class Supervisor:
         if sus is None:
             raise RuntimeError("_recover needs a suspect")
         code = sus.evidence.get("exit_code")
-        if sus.kind is FaultKind.FAIL_STOP and code is not None and code > 0 and \
+        if sus.kind is Symptom.FAIL_STOP and code is not None and code > 0 and \
                 not any(r.steps_seen for r in out.ranks):
             self._check_command(out)
         st = self.state
@@ -282,7 +282,7 @@ class Supervisor:
 
 
 def _detect_time(sus: Suspect, rb: RankBeats, out: Outcome) -> tuple[float | None, int | None]:
-    if sus.kind is FaultKind.STRAGGLER:
+    if sus.kind is Symptom.STRAGGLER:
         steps = int(sus.evidence.get("consecutive", 0))
         first = rb.sync_at.get(int(sus.evidence.get("step", 0)) - steps + 1)
         return (round(out.detected_at - first, 4) if first else None), steps
