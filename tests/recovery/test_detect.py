@@ -60,8 +60,9 @@ def test_fail_stop_blames_the_killed_rank_before_peers_whose_collective_failed()
     assert find_fail_stop([None, None, None], ranks) is None
     s = find_fail_stop([1, -9, None], ranks)
     assert s is not None and s.rank == 1 and s.evidence["signal"] == 9
-    ranks[0].add({"phase": "done", "step": 2, "t": 3})
     assert find_fail_stop([0, None, None], ranks) is None  # a rank that finished is no fault
+    s = find_fail_stop([0, 1, None], ranks)
+    assert s is not None and s.rank == 1 and s.evidence["exit_code"] == 1
 
 
 def _feed(det: StragglerDetector, times: list[list[float]]) -> tuple[int, int] | None:

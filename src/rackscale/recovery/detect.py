@@ -67,9 +67,10 @@ def find_hang(ranks: Sequence[RankBeats], now: float, launched_at: float, cfg: D
 
 
 def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> Suspect | None:
-    """A suspect when a rank ended before the job finished. A rank killed by a signal is
-    the cause rather than a peer whose collective then failed; then the least progress."""
-    ended = [r for r, c in enumerate(codes) if c is not None and not (c == 0 and ranks[r].done)]
+    """A suspect when a rank's process failed (a non-zero exit or a signal; exit 0 is a rank
+    that finished its part while the others finish theirs). A rank killed by a signal is the
+    cause rather than a peer whose collective then failed; then the least progress."""
+    ended = [r for r, c in enumerate(codes) if c is not None and c != 0]
     if not ended:
         return None
     culprit = min(ended, key=lambda r: (not (codes[r] or 0) < 0, ranks[r].progress))

@@ -106,6 +106,8 @@ class Supervisor:
 
     # --- the loop -----------------------------------------------------------------------------
     def run(self) -> JobState:
+        if self.state.finished:  # run again on a finished job's directory: nothing to do
+            return self.state
         self.setup.launcher.check(self.cfg.command)
         ckpt_id, _ = latest_committed(self.tiers)  # an unreachable store stops us here
         resumed = self.state.attempt > 0
@@ -175,6 +177,9 @@ class Supervisor:
             ranks = reader.poll()
             if all(c == 0 for c in codes):
                 return Outcome(finished=True, ranks=reader.poll())
+            for r, c in enumerate(codes):
+                if c == 0:  # finished its part: silence from it now is no hang
+                    ranks[r].done = True
             if self.pending is not None and all(r.first_step_at for r in ranks):
                 self._finish_pending(ranks)
             now = time.time()
