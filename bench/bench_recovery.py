@@ -57,18 +57,19 @@ def _beats(job: Path) -> dict[tuple[int, int], list[dict[str, Any]]]:
 
 
 def _recovery_s(job: Path) -> float | None:
-    """Killed rank's last beat of its first attempt -> the next attempt's first full step."""
+    """Killed rank's last beat of the first attempt -> the first later attempt in which every
+    rank completed a step (a restart that failed again counts in the time)."""
     beats = _beats(job)
     attempts = sorted({a for a, _ in beats})
     if len(attempts) < 2:
         return None
-    first, second = attempts[0], attempts[1]
-    last = max(b["t"] for b in beats.get((first, 1), []) or [{"t": 0}])
-    firsts = [next((b["t"] for b in beats[(second, r)] if b["phase"] == "step"), None)
-              for r in (0, 1) if (second, r) in beats]
-    if len(firsts) < 2 or None in firsts:
-        return None
-    return round(max(firsts) - last, 3)  # type: ignore[type-var]
+    last = max(b["t"] for b in beats.get((attempts[0], 1), []) or [{"t": 0}])
+    for a in attempts[1:]:
+        firsts = [next((b["t"] for b in beats.get((a, r), []) if b["phase"] == "step"), None)
+                  for r in (0, 1)]
+        if None not in firsts:
+            return round(max(firsts) - last, 3)  # type: ignore[type-var]
+    return None
 
 
 def _run_torchrun(root: Path, steps: int, persistent: bool) -> dict[str, Any]:
@@ -77,12 +78,17 @@ def _run_torchrun(root: Path, steps: int, persistent: bool) -> dict[str, Any]:
     tiers = job / "tiers.json"
     write_atomic(tiers, job_tiers(job).model_dump_json())
     t0 = time.perf_counter()
-    p = subprocess.run([PY, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                        "--max-restarts", "2", "--monitor-interval", "0.1",
-                        "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0",
-                        *_trainer(job, steps, persistent)], env=_env(job, tiers),
-                       capture_output=True, text=True, timeout=900)
-    return {"finished": p.returncode == 0 and (job / "result.json").exists(),
+    cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "--max-restarts", "2", "--monitor-interval", "0.1",
+           *_trainer(job, steps, persistent)]
+    try:
+        p = subprocess.run(cmd, env=_env(job, tiers), capture_output=True, text=True,
+                           timeout=400)
+        rc, errors = p.returncode, [ln.strip() for ln in p.stderr.splitlines()
+                                    if "Error" in ln][:3]
+    except subprocess.TimeoutExpired:  # subprocess.run killed it (and waited)
+        rc, errors = -1, ["torchrun did not end within 400 s"]
+    return {"finished": rc == 0 and (job / "result.json").exists(), "errors": errors,
             "recover_s": _recovery_s(job), "wall_s": round(time.perf_counter() - t0, 2),
             "attempts": len({a for a, _ in _beats(job)})}
 

@@ -26,7 +26,14 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> dict:
     rc, out = rig.finish(rig.start(job, rig.trainer_cmd(job)), job)
     assert rc == 0, out
     assert out["excluded"] == {} and out["attempts"] == 1, out
-    return rig.result(job)
+    return rig.result(job) | {"job_dir": job}
+
+
+def test_running_a_finished_job_again_starts_nothing(clean: dict) -> None:
+    job = clean["job_dir"]
+    rc, out = rig.finish(rig.start(job, rig.trainer_cmd(job)), job)
+    assert rc == 0 and out["finished"] and out["attempts"] == 1, out
+    assert not (job / "logs" / "a002-r0000.log").exists()
 
 
 def test_kill9_of_a_rank_excludes_it_resumes_on_the_spare_bit_exact(tmp_path: Path,
