@@ -28,6 +28,15 @@ from rackscale.checkpoint.errors import (
 from rackscale.checkpoint.importer import import_dcp
 from rackscale.checkpoint.manifest import CkptState, Manifest, ckpt_id_for
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectInfo, ObjectStore
+from rackscale.checkpoint.profile import (
+    ProfileError,
+    StorageProfile,
+    fit_affine,
+    load_profile,
+    measure_profile,
+    parse_profile,
+    parse_size,
+)
 from rackscale.checkpoint.restore import Restorer, RestoreReport
 from rackscale.checkpoint.retention import GcReport, gc
 from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
@@ -48,11 +57,13 @@ __all__ = [
     "ObjectInfo",
     "ObjectMissing",
     "ObjectStore",
+    "ProfileError",
     "RestoreReport",
     "Restorer",
     "Retention",
     "SaveHandle",
     "SaveReport",
+    "StorageProfile",
     "StoreAuthError",
     "StoreSpec",
     "StoreUnreachable",
@@ -64,10 +75,15 @@ __all__ = [
     "ckpt_id_for",
     "default_config",
     "demo_checkpoint",
+    "fit_affine",
     "gc",
     "import_dcp",
     "load_config",
+    "load_profile",
+    "measure_profile",
     "parse_config",
+    "parse_profile",
+    "parse_size",
     "run_benchmarks",
 ]
 
