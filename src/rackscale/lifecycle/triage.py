@@ -153,13 +153,13 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
         racks = list(s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "rack")))
         limit = {row.component_id: _tolerated(topo, row.component_id) for row in racks}
         for row in racks:
-            if row.state == R.BURN_IN and repository.passing_evidence(s, row) is not None:
+            if row.state == R.BURN_IN and repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, R.CERTIFIED, actor=actor, session=s,
                                   reason="passing certification on record")
                 rep.promoted["rack_certified"] = rep.promoted.get("rack_certified", 0) + 1
             tolerated = limit[row.component_id]
             if row.state == R.CERTIFIED and _bad_trays(s, row.component_id) <= tolerated and \
-                    repository.passing_evidence(s, row) is not None:
+                    repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, R.PRODUCTION, actor=actor, session=s,
                                   reason=f"certified; <= {tolerated} trays out")
                 rep.promoted["rack_production"] = rep.promoted.get("rack_production", 0) + 1
@@ -167,7 +167,7 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
         trays = s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "tray",
                                                      LifecycleRow.state == T.BURN_IN.value))
         for row in list(trays):
-            if row.rack in serving and repository.passing_evidence(s, row) is not None:
+            if row.rack in serving and repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, T.PRODUCTION, actor=actor,
                                   session=s, reason="passing certification on record")
                 rep.promoted["tray_production"] = rep.promoted.get("tray_production", 0) + 1
