@@ -97,11 +97,15 @@ P = TypeVar("P", bound=type[Payload])
 def event_kind(name: str) -> Callable[[P], P]:
     """Class decorator: register the payload model of event kind `name` at its `version`."""
     def deco(cls: P) -> P:
-        entry = EVENT_KINDS.get(name) or EVENT_KINDS.add(name, EventKind(name))
-        if cls.VERSION in entry.versions:
+        old = EVENT_KINDS.get(name)
+        if old is not None and cls.VERSION in old.versions:
             raise ValueError(f"event kind {name!r} version {cls.VERSION} is registered twice")
+        # A new entry rather than a changed one, so `EVENT_KINDS.scoped()` undoes a version
+        # registered inside it too.
+        entry = EventKind(name)
+        entry.versions = {**(old.versions if old else {}), cls.VERSION: cls}
         cls.KIND = name
-        entry.versions[cls.VERSION] = cls
+        EVENT_KINDS.add(name, entry, replace=True)
         return cls
     return deco
 
