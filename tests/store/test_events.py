@@ -170,9 +170,3 @@ def test_every_kind_is_listed_in_the_contract_with_its_model_and_fields() -> Non
         assert f"`{model.__name__}`" in rows[kind], kind
         for name, f in model.model_fields.items():
             assert re.search(rf"\b{f.alias or name}\b", rows[kind]), (kind, name)
-
-
-def test_no_room_but_the_store_touches_the_event_table() -> None:
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "src" / "rackscale").rglob("*.py")
-                 if "EventRow" in p.read_text() and p.parent.name != "store"]
-    assert offenders == []

@@ -82,6 +82,12 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
     rep.findings = len(events)
     touched: set[str] = set()
     with store.session() as s:
+        def note(cid: str, seq: int, why: str) -> None:
+            """A finding read and nothing moved: say why in the log."""
+            store.append_event(cid, NOTED, {"finding_seq": seq, "action": "none"}, actor=actor,
+                               reason=why, session=s)
+            rep.noted.append(cid)
+
         for ev in events:
             cid = ev.payload.get("component") or ev.component_id
             kind = ev.payload.get("kind", "?")
@@ -91,14 +97,13 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
             try:
                 holder = topo.holder(cid)
             except UnknownComponent:
-                _note(store, s, cid, ev.seq, "unknown component: not in this fleet", actor, rep)
+                note(cid, ev.seq, "unknown component: not in this fleet")
                 continue
             if verdict == "pass" or verdict == "warn":
-                _note(store, s, cid, ev.seq, f"verdict {verdict}: recorded, no move", actor, rep)
+                note(cid, ev.seq, f"verdict {verdict}: recorded, no move")
                 continue
             if holder.level == "fabric":
-                _note(store, s, cid, ev.seq, f"{holder.kind} finding: shared fabric, no tray "
-                      "moves", actor, rep)
+                note(cid, ev.seq, f"{holder.kind} finding: shared fabric, no tray moves")
                 continue
             if holder.level == "rack":
                 rack = holder.rack or cid
@@ -108,8 +113,7 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
                 continue
             tray = holder.tray
             if tray is None:
-                _note(store, s, cid, ev.seq, f"{holder.kind} finding: no lifecycle handling",
-                      actor, rep)
+                note(cid, ev.seq, f"{holder.kind} finding: no lifecycle handling")
                 continue
             row = repository.get_row(s, tray)
             st = T(row.state)
@@ -130,13 +134,6 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
         if events:
             repository.set_cursor(s, CURSOR, max(e.seq for e in events))
     return rep
-
-
-def _note(store: Store, s: Any, cid: str, seq: int, why: str, actor: str,
-          rep: TriageReport) -> None:
-    store.append_event(cid, NOTED, {"finding_seq": seq, "action": "none"}, actor=actor,
-                       reason=why, session=s)
-    rep.noted.append(cid)
 
 
 def _tolerated(topo: Topology, rack: str) -> int:
