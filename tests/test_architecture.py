@@ -209,3 +209,16 @@ def test_the_measure_sees_a_long_function_and_a_long_parameter_list(tmp_path: Pa
     assert (found["C.wide"].params, found["C.wide"].over()) == (7, True)
     assert (found["long"].lines, found["long"].over()) == (86, True)
     assert not hs.Function("m.py", "ok", 1, 80, 6, ).over()
+
+
+def test_no_noun_module_imports_the_demo() -> None:
+    """The demo imports every noun's step; a noun that imported the demo back (even for a type)
+    made an import circle. They share `cli/_pipeline.py` instead."""
+    offenders = []
+    for path in sorted((SRC / "cli").glob("*.py")):
+        if path.name == "demo.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rackscale.cli.demo":
+                offenders.append(path.name)
+    assert not offenders, offenders

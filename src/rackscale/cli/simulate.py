@@ -7,7 +7,7 @@ with the Young/Daly interval beside the optimum found. `step_simulate` is the de
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -24,6 +24,7 @@ from rackscale.cli._common import (
     out_dir_option,
 )
 from rackscale.cli._options import CONFIG, ConfigOption, config_options
+from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.simulate import (
@@ -41,9 +42,6 @@ from rackscale.simulate import (
     write_png,
 )
 from rackscale.store import DEFAULT_DATA_DIR, Store
-
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
 
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
 
