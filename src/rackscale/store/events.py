@@ -360,6 +360,54 @@ class SimulateSweep(Payload):
     daly_min: float | None = None
 
 
+@event_kind("simulate.storage_whatif")
+class SimulateStorageWhatif(Payload):
+    """A storage what-if (component_id: the fleet's name): ETTR and lost GPU-hours per
+    storage setup (local cache, replication) over checkpoint intervals."""
+
+    fleet: str
+    simulated: Literal[True]
+    job_gpus: int
+    days: float
+    trials: int
+    seed: int
+    failure_model: str
+    setups: dict[str, Any]
+    storage: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------------- recovery
+@event_kind("recovery.incident")
+class RecoveryIncident(Payload):
+    """One fault of a supervised job, from detection to the first step after the restart
+    (component_id: the excluded GPU); every time is measured, in seconds."""
+
+    job: str
+    attempt: int
+    symptom: Literal["fail_stop", "hang", "straggler"]
+    rank: int
+    component: str
+    fault_kind: str
+    spare: str | None = None
+    detect_s: float | None = None
+    downtime_s: float | None = None
+    outcome: str = "resumed"
+    measured: Literal["measured"] = "measured"
+
+
+@event_kind("recovery.job")
+class RecoveryJob(Payload):
+    """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
+
+    job: str
+    status: Literal["started", "resumed", "finished", "failed"]
+    gpus: int
+    attempt: int
+    spares_left: int | None = None
+    excluded: list[str] = []
+    ckpt_id: str | None = None
+
+
 def kinds() -> list[str]:
     """Every registered event kind, sorted."""
     return EVENT_KINDS.names()
