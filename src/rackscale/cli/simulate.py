@@ -80,10 +80,11 @@ SIM_OPTIONS = {
 }
 
 
-def _config(fleet: FleetShape, job_gpus: int | None, config: dict[str, Any]) -> SimConfig:
-    """The validated config from a command's options; the whole pool when no --job-gpus is
-    given."""
-    return make_config(job_gpus=fleet.gpus if job_gpus is None else job_gpus, **config)
+def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
+    """The validated config from a command's options (its `locals()`: `config` holds the
+    SimConfig fields); the whole pool when no --job-gpus is given."""
+    job = options["job_gpus"]
+    return make_config(job_gpus=fleet.gpus if job is None else job, **options["config"])
 
 
 def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
@@ -105,7 +106,7 @@ def run_cmd(
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, job_gpus, config)
+    cfg = _config(shape, locals())
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
@@ -183,7 +184,7 @@ def sweep_cmd(
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, job_gpus, config)
+    cfg = _config(shape, locals())
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
