@@ -216,7 +216,7 @@ def test_no_noun_module_imports_the_demo() -> None:
     made an import circle. They share `cli/_pipeline.py` instead."""
     offenders = []
     for path in sorted((SRC / "cli").glob("*.py")):
-        if path.name == "demo.py":
+        if path.name in ("demo.py", "__init__.py"):  # the root registers the demo command
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "rackscale.cli.demo":

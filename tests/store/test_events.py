@@ -16,8 +16,8 @@ from rackscale.lifecycle import enroll, open_store
 from rackscale.store import (
     EVENT_KINDS,
     InvalidPayload,
-    LifecycleSlurm,
-    LifecycleTransition,
+    LifecycleSlurmV1,
+    LifecycleTransitionV1,
     NewEvent,
     Payload,
     Store,
@@ -99,17 +99,17 @@ def test_closed_payloads_refuse_unnamed_keys_open_ones_keep_them(sqlite_store: S
     (ev,) = sqlite_store.events(kind="lifecycle.transition")
     assert ev.payload == payload
     moved = ev.parsed()
-    assert isinstance(moved, LifecycleTransition) and moved.from_ == "onboard"
+    assert isinstance(moved, LifecycleTransitionV1) and moved.from_ == "onboard"
 
 
 def test_a_model_instance_is_dumped_and_must_be_of_its_kind(sqlite_store: Store) -> None:
     sqlite_store.append_event("f/r01/c01", "lifecycle.slurm",
-                              LifecycleSlurm(action="resume", node="f-r01-c01"))
+                              LifecycleSlurmV1(action="resume", node="f-r01-c01"))
     (ev,) = sqlite_store.events(kind="lifecycle.slurm")
     assert ev.payload == {"action": "resume", "node": "f-r01-c01"}
-    with pytest.raises(InvalidPayload, match="LifecycleSlurm"):
+    with pytest.raises(InvalidPayload, match="LifecycleSlurmV1"):
         sqlite_store.append_event("f/r01/c01", "lifecycle.noted",
-                                  LifecycleSlurm(action="resume", node="n"))
+                                  LifecycleSlurmV1(action="resume", node="n"))
 
 
 def test_versions_pick_the_model_the_payload_was_written_with(sqlite_store: Store) -> None:
@@ -125,7 +125,7 @@ def test_versions_pick_the_model_the_payload_was_written_with(sqlite_store: Stor
                                   NotedV2(finding_seq=2, why="leaf finding"))
         old, new = sqlite_store.events(kind="lifecycle.noted")
         assert new.payload == {"finding_seq": 2, "why": "leaf finding", "v": 2}
-        assert type(old.parsed()).__name__ == "LifecycleNoted"
+        assert type(old.parsed()).__name__ == "LifecycleNotedV1"
         assert isinstance(new.parsed(), NotedV2)
         with pytest.raises(InvalidPayload, match="valid versions: 1, 2"):
             sqlite_store.append_event("f/r01", "lifecycle.noted", {"finding_seq": 3, "v": 3})

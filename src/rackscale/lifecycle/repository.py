@@ -27,7 +27,7 @@ from rackscale.lifecycle.states import (
     TrayState,
     check,
 )
-from rackscale.store import Base, LifecycleTransition, NewEvent, Store, UTCDateTime
+from rackscale.store import Base, LifecycleTransitionV1, NewEvent, Store, UTCDateTime
 
 TRANSITION = "lifecycle.transition"
 INTERLOCK = "lifecycle.interlock"
@@ -148,7 +148,7 @@ def _last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     repair = {st.value for st in states}
     for ev in store.events(component_id=row.component_id, kind=TRANSITION, newest_first=True,
                            session=s):
-        moved = cast(LifecycleTransition, ev.parsed())
+        moved = cast(LifecycleTransitionV1, ev.parsed())
         if moved.to in repair and moved.from_ is not None:
             return ev.seq
     return 0

@@ -7,14 +7,15 @@ store is the lowest room that writes, so every room can import these models, and
 a stored payload back through them (`parse(kind, payload)` or `Event.parsed()`).
 
 Versions: a payload carries its model's version in the key `v`; a payload without `v` is
-version 1 (every event written before versions existed). A kind's next version is a new class
-with `VERSION = 2` registered under the same kind; readers get the model of the version the
+version 1 (every event written before versions existed). A model's name ends in its version
+(`CertifyRunV1`). A kind's next version is a new class (`...V2`) with `VERSION = 2` registered
+under the same kind; readers get the model of the version the
 payload was written with.
 
 Adding a kind is one class here:
 
     @event_kind("recover.incident")
-    class RecoverIncident(Payload):
+    class RecoverIncidentV1(Payload):
         \"\"\"A job's incident: what failed and what the supervisor did.\"\"\"
         job: str
         action: str
@@ -144,7 +145,7 @@ def validated(kind: str, payload: Mapping[str, Any] | Payload | None) -> dict[st
 
 # ---------------------------------------------------------------------------------- fleet
 @event_kind("fleet.loaded")
-class FleetLoaded(Closed):
+class FleetLoadedV1(Closed):
     """A fleet spec was loaded into the inventory (component_id: the fleet's name)."""
 
     fleet: str
@@ -159,14 +160,14 @@ class FleetLoaded(Closed):
 
 
 @event_kind("fleet.rack_added")
-class RackAdded(Closed):
+class RackAddedV1(Closed):
     """A rack entered the inventory (component_id: the rack)."""
 
     template: str | None = None
 
 
 @event_kind("fleet.rack_removed")
-class RackRemoved(Closed):
+class RackRemovedV1(Closed):
     """A rack left the inventory (component_id: the rack)."""
 
 
@@ -176,7 +177,7 @@ Stage = int | str  # 1 gpu, 2 tray, 3 domain, 4 multi-rack, or the stage's name
 
 
 @event_kind("certify.run")
-class CertifyRun(Payload):
+class CertifyRunV1(Payload):
     """One certification run (component_id: the fleet's name). `findings` is a count."""
 
     run_id: str
@@ -208,7 +209,7 @@ FindingVerdict = Literal["fail", "warn", "pass"]
 
 
 @event_kind("certify.finding")
-class CertifyFinding(Payload):
+class CertifyFindingV1(Payload):
     """A finding of a run (component_id: the faulty component, or the smallest scope holding
     an unlocalized group)."""
 
@@ -226,7 +227,7 @@ ResultVerdict = Literal["pass", "fail", "not_run"]
 
 
 @event_kind("certify.result")
-class CertifyResult(Payload):
+class CertifyResultV1(Payload):
     """Production evidence of one tray/node or rack from a run (component_id: that part)."""
 
     verdict: ResultVerdict
@@ -241,7 +242,7 @@ class CertifyResult(Payload):
 
 # ---------------------------------------------------------------------------------- lifecycle
 @event_kind("lifecycle.transition")
-class LifecycleTransition(Payload):
+class LifecycleTransitionV1(Payload):
     """A rack or tray moved (`from` None: enrolled). The latest `to` is its state."""
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
@@ -259,7 +260,7 @@ class LifecycleTransition(Payload):
 
 
 @event_kind("lifecycle.interlock")
-class LifecycleInterlock(Payload):
+class LifecycleInterlockV1(Payload):
     """An interlock acted on a rack, tray or CDU (power cap, drain, power off, isolate,
     cleared) or holds a rack (`action: hold`, once per hold)."""
 
@@ -273,7 +274,7 @@ class LifecycleInterlock(Payload):
 
 
 @event_kind("lifecycle.slurm")
-class LifecycleSlurm(Closed):
+class LifecycleSlurmV1(Closed):
     """The controller drained or resumed a tray's Slurm node."""
 
     action: Literal["drain", "resume"]
@@ -281,7 +282,7 @@ class LifecycleSlurm(Closed):
 
 
 @event_kind("lifecycle.noted")
-class LifecycleNoted(Closed):
+class LifecycleNotedV1(Closed):
     """Triage read a finding and moved nothing; the event's reason says why."""
 
     finding_seq: int
@@ -306,7 +307,7 @@ class Goodput(BaseModel):
 
 
 @event_kind("simulate.run")
-class SimulateRun(Payload):
+class SimulateRunV1(Payload):
     """A simulated job on a fleet (component_id: the fleet's name); hours are per trial."""
 
     run_id: str
@@ -342,7 +343,7 @@ class SweepPoint(BaseModel):
 
 
 @event_kind("simulate.sweep")
-class SimulateSweep(Payload):
+class SimulateSweepV1(Payload):
     """One policy swept over values (component_id: the fleet's name)."""
 
     fleet: str
@@ -361,7 +362,7 @@ class SimulateSweep(Payload):
 
 
 @event_kind("simulate.storage_whatif")
-class SimulateStorageWhatif(Payload):
+class SimulateStorageWhatifV1(Payload):
     """A storage what-if (component_id: the fleet's name): ETTR and lost GPU-hours per
     storage setup (local cache, replication) over checkpoint intervals."""
 
@@ -378,7 +379,7 @@ class SimulateStorageWhatif(Payload):
 
 # ---------------------------------------------------------------------------------- recovery
 @event_kind("recovery.incident")
-class RecoveryIncident(Payload):
+class RecoveryIncidentV1(Payload):
     """One fault of a supervised job, from detection to the first step after the restart
     (component_id: the excluded GPU); every time is measured, in seconds."""
 
@@ -396,7 +397,7 @@ class RecoveryIncident(Payload):
 
 
 @event_kind("recovery.job")
-class RecoveryJob(Payload):
+class RecoveryJobV1(Payload):
     """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
 
     job: str
