@@ -330,6 +330,7 @@ class SimulateRunV1(Payload):
     fleet_gpus: int | None = None
     pool: str | None = None  # the rack template or GPU SKU the job ran on
     pool_gpus: int | None = None
+    storage: dict[str, Any] | None = None  # the measured storage figures (--storage)
 
 
 class SweepPoint(BaseModel):
