@@ -157,6 +157,9 @@ OVER_THE_LIMITS = {
     "rackscale/report/ledger.py::_LedgerBuild.record": "the fields of one ledger step",
     "rackscale/lifecycle/controller.py::Controller._move":
         "one transition's fields inside a pass",
+    "rackscale/certify/k8s.py::_job": "one Job manifest: its batch, wave, members and options",
+    "rackscale/cli/certify_plan.py::run_plan":
+        "the `certify plan` command's options, passed on keyword-only",
     "rackscale/cli/lifecycle.py::controller":
         "maps the lifecycle commands' driver options (plant, Redfish, Slurm, twin) to drivers",
     "rackscale/lifecycle/controller.py::Controller._interlock":
