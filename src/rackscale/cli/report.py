@@ -103,8 +103,23 @@ def print_ledger(doc: dict[str, Any]) -> None:
             lost = f"lost {_reasons(s)}; " if s["lost"] else ""
             console.print(f"{n}. {escape(lost)}[dim]{escape(s['source'])}[/]",
                           highlight=False)
+    if doc.get("job_shapes"):
+        console.print(shapes_table(doc["job_shapes"]))
     for w in doc["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def shapes_table(shapes: list[dict[str, Any]]) -> Table:
+    """Job shapes side by side; the headline's shape is marked with *."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="job shapes (* = the ledger's)")
+    for col, just in (("shape", "left"), ("template", "left"), ("GPUs/job", "right"),
+                      ("jobs", "right"), ("certified", "right"), ("expected", "right")):
+        table.add_column(col, justify=just, no_wrap=col == "shape")  # type: ignore[arg-type]
+    for s in shapes:
+        table.add_row(("* " if s["headline"] else "  ") + escape(s["name"]),
+                      escape(s["template"]), f"{s['gpus_per_job']:,}", f"{s['jobs']:,}",
+                      _fmt(s["certified_gpus"]), _fmt(s["expected_gpus"]))
+    return table
 
 
 def _figure(step: dict[str, Any]) -> str:
@@ -151,7 +166,8 @@ def show(
     doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
-                   "ledger": doc["ledger"], "reasons": doc["reasons"],
+                   "ledger": doc["ledger"], "job_shapes": doc["job_shapes"],
+                   "reasons": doc["reasons"],
                    "warnings": doc["warnings"]})
         return
     print_ledger(doc)
@@ -178,6 +194,66 @@ def validate(
         where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
         raise ReportFileError(f"{file}: {where}: {err.message}") from None
     console.print(f"[green]ok[/] {file} matches schema {doc.get('schema_version')}")
+
+
+def _report_file(path: Path) -> dict[str, Any]:
+    doc = load_json(read_text(path, "report.json", error=ReportFileError), str(path),
+                    error=ReportFileError)
+    if not isinstance(doc, dict):
+        raise ReportFileError(f"{path}: a report.json is a JSON object; this file holds "
+                              f"{type(doc).__name__}")
+    return doc
+
+
+def print_diff(diff: dict[str, Any]) -> None:
+    """The diff in the terminal: ledger steps that changed (with the reason codes that moved),
+    then findings new and cleared, racks and job shapes that changed."""
+    old, new = diff["old"], diff["new"]
+    console.print(f"[bold]report diff[/] {escape(str(old['fleet']))}: events up to seq "
+                  f"{old['last_event_seq']} -> {new['last_event_seq']}", highlight=False)
+    if diff["empty"]:
+        console.print("no changes: same ledger, findings, racks and job shapes")
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="ledger")
+    for col, just in (("step", "left"), ("before", "right"), ("now", "right"),
+                      ("change", "right"), ("why (GPUs lost by reason, change)", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for s in diff["ledger"]:
+        why = "\n".join(f"{c} {d:+,g}" for c, d in s["lost_delta"].items())
+        table.add_row(escape(SHORT.get(s["key"], s["label"])), _fmt(s["old"]), _fmt(s["new"]),
+                      f"{s['delta']:+,g}", escape(why) or "-")
+    if diff["ledger"]:
+        console.print(table)
+    for key, title in (("findings_new", "new finding"), ("findings_cleared",
+                                                         "cleared finding")):
+        for f in diff[key]:
+            console.print(f"{title}: {escape(f['component'])} {escape(f['kind'])} "
+                          f"({f['verdict']}, {f['dropped_gpus']} GPUs dropped)",
+                          highlight=False)
+    for r in diff["racks"]:
+        console.print(f"rack {escape(r['id'])}: {r['change']} ({r['old_state']} -> "
+                      f"{r['new_state']}, certified {r['old_usable']} -> {r['new_usable']})",
+                      highlight=False)
+    for s in diff["job_shapes"]:
+        console.print(f"job shape {escape(s['name'])} ({escape(s['template'])}): certified "
+                      f"{s['old']:,} -> {s['new']:,} ({s['delta']:+,})", highlight=False)
+
+
+@app.command()
+def diff(
+    old: Path = typer.Argument(..., metavar="OLD", help="The earlier report.json."),
+    new: Path = typer.Argument(..., metavar="NEW", help="The later report.json."),
+    as_json: bool = JsonOption,
+) -> None:
+    """What changed between two reports and why: ledger deltas per step with their reason
+    codes, findings new and cleared, racks that changed, job shapes."""
+    from rackscale.report import diff_documents
+
+    result = diff_documents(_report_file(old), _report_file(new))
+    if as_json:
+        emit_json(result)
+        return
+    print_diff(result)
 
 
 @app.command()

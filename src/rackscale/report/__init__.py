@@ -5,6 +5,7 @@ Reads the store only (inventory + event log, docs/contracts.md); writes report.j
 """
 
 from rackscale.report.build import BuiltReport, build_report, report_document
+from rackscale.report.diff import ReportDiffError, diff_documents
 from rackscale.report.document import (
     SCHEMA_VERSION,
     build_document,
@@ -19,8 +20,29 @@ from rackscale.report.states import RACK_STATES, TRAY_STATES
 from rackscale.report.storeview import ReportInputError, StoreView, collect
 
 __all__ = [
-    "FAULT_RULES", "RACK_STATES", "REASONS", "SCHEMA_VERSION", "TRAY_STATES", "BuiltReport",
-    "FaultRule", "JobShape", "JobShapeError", "Ledger", "ReportInputError", "Step",
-    "StoreView", "build_document", "build_ledger", "build_report", "collect", "describe",
-    "render_html", "report_document", "report_schema", "rule_for", "validate_document",
+    "FAULT_RULES",
+    "RACK_STATES",
+    "REASONS",
+    "SCHEMA_VERSION",
+    "TRAY_STATES",
+    "BuiltReport",
+    "FaultRule",
+    "JobShape",
+    "JobShapeError",
+    "Ledger",
+    "ReportDiffError",
+    "ReportInputError",
+    "Step",
+    "StoreView",
+    "build_document",
+    "build_ledger",
+    "build_report",
+    "collect",
+    "describe",
+    "diff_documents",
+    "render_html",
+    "report_document",
+    "report_schema",
+    "rule_for",
+    "validate_document",
 ]

@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.durable import write_atomic
+from rackscale.report.diff import with_history
 from rackscale.report.document import build_document
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.page import render_html
 from rackscale.report.storeview import collect
 from rackscale.store import Store
+
+INDENT_UP_TO_RACKS = 64
 
 
 @dataclass(slots=True, kw_only=True)
@@ -39,12 +42,33 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     doc, ledger = report_document(store, shape=shape, fleet=fleet)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out / "report.json", out / "report.html"
+    with_history(doc, _previous(json_path, doc))
     html = render_html(doc)
     doc["build_s"] = round(time.perf_counter() - t0, 3)
-    json_path, html_path = out / "report.json", out / "report.html"
     # A reader (a browser, the dashboard) never sees half a report, even after a crash, and
     # two builds never share a temp file.
-    write_atomic(json_path, json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
+    # Indented for a fleet a person may read raw; compact beyond, where indenting would
+    # take Python's pure-Python encoder (seconds at 128k GPUs) for a file nobody reads by eye.
+    indent = 2 if len(doc["racks"]) <= INDENT_UP_TO_RACKS else None
+    write_atomic(json_path, json.dumps(doc, indent=indent, default=str, allow_nan=False) + "\n")
     write_atomic(html_path, html)
     return BuiltReport(doc=doc, ledger=ledger, html_path=html_path, json_path=json_path,
                        seconds=time.perf_counter() - t0)
+
+
+def _previous(path: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The report this build replaces, when it is a report of the same fleet: the base of
+    the "changes" section and of the capacity history. Anything else (no file, another
+    fleet, a file that is not a report) starts the history afresh, and says so."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or not str(old.get("schema_version", "")).startswith(
+            "rackscale.report/") or not isinstance(old.get("ledger"), list):
+        doc["warnings"].append(f"{path} was not a report: no changes or history from it")
+        return None
+    if (old.get("fleet") or {}).get("fleet") != doc["fleet"]["fleet"]:
+        return None
+    return old
