@@ -35,6 +35,9 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
+PriceOption = typer.Option(None, "--gpu-hour-price", metavar="FLOAT", show_default=False,
+                           help="Price of one GPU-hour (any currency): the ledger shows what "
+                           "each lost step costs per month.")
 StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
                            "must have passed for the job shape, comma-separated: gpu, tray, "
                            "domain, multi-rack (or 1-4).")
@@ -105,6 +108,13 @@ def print_ledger(doc: dict[str, Any]) -> None:
                           highlight=False)
     if doc.get("job_shapes"):
         console.print(shapes_table(doc["job_shapes"]))
+    if doc.get("cost"):
+        cost = doc["cost"]
+        lost = ", ".join(f"{s['step']} {s['per_month']:,.0f}" for s in cost["steps"]
+                         if s["per_month"])
+        console.print(f"cost per month at {cost['gpu_hour_price']:g} per GPU-hour: "
+                      f"{escape(lost) or 'nothing lost'}; total {cost['total_per_month']:,.0f}",
+                      highlight=False)
     for w in doc["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 
@@ -136,17 +146,20 @@ def build(
     out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
     stages: str = StageOption,
+    gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Write report.html (self-contained) and report.json from the store."""
-    from rackscale.report import build_report
+    """Write report.html (self-contained), report.json, disclosure.json and the evidence
+    bundle (evidence/) from the store."""
+    from rackscale.report import build_report, check_price
 
     shape = _shape(shape_gpus, stages)
     check_out_dir(out)
-    built = build_report(Store(db), out, shape=shape)
+    built = build_report(Store(db), out, shape=shape, gpu_hour_price=check_price(gpu_hour_price))
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
-                   "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
+                   "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"],
+                   "evidence": built.doc["evidence"], "cost": built.doc.get("cost")})
         return
     print_ledger(built.doc)
     console.print(f"wrote {built.json_path} and [bold]{built.html_path}[/] in "
@@ -158,17 +171,19 @@ def show(
     db: str | None = DbOption,
     shape_gpus: int = ShapeGpusOption,
     stages: str = StageOption,
+    gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
-    from rackscale.report import report_document
+    from rackscale.report import check_price, report_document
 
-    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages),
+                             gpu_hour_price=check_price(gpu_hour_price))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
                    "ledger": doc["ledger"], "job_shapes": doc["job_shapes"],
                    "reasons": doc["reasons"],
-                   "warnings": doc["warnings"]})
+                   "warnings": doc["warnings"], "cost": doc.get("cost")})
         return
     print_ledger(doc)
 
@@ -266,9 +281,14 @@ def schema() -> None:
 
 def step_report(ctx: DemoContext) -> None:
     """Demo step: build the report into the data dir, print the ledger and where it is."""
+    from rackscale.cli.statement import demo_statement
     from rackscale.report import build_report
 
-    built = build_report(ctx.store, ctx.data_dir / "report")
+    ckpt = ctx.results.get("checkpoint")
+    # The demo's checkpoint save/restore was measured on this host; it joins the evidence.
+    extra = {"checkpoint": ckpt | {"where": "rackscale demo, this host", "on": "checkpoint "
+                                   f"tiers under {ctx.data_dir}/checkpoints"}} if ckpt else None
+    built = build_report(ctx.store, ctx.data_dir / "report", extra=extra)
     doc = built.doc
     print_ledger(doc)
     steps = {s["key"]: s for s in doc["ledger"]}
@@ -279,6 +299,8 @@ def step_report(ctx: DemoContext) -> None:
         f"{doc['job_shape']['name']} -> {_figure(good)} expected under failures "
         f"({share:.0%} of headline); {len(doc['findings'])} findings; report built in "
         f"{built.seconds:.2f} s (measured)", highlight=False, markup=False)
+    verified = demo_statement(ctx.data_dir, ctx.data_dir / "report")
     console.print(f"report: [bold]{built.html_path.resolve()}[/]")
     ctx.results["report"] = {"html": str(built.html_path), "json": str(built.json_path),
-                             "ledger": {k: s["count"] for k, s in steps.items()}}
+                             "ledger": {k: s["count"] for k, s in steps.items()},
+                             "evidence_root": doc["evidence"]["root"], "verified": verified}

@@ -21,6 +21,7 @@ from rackscale.report.page_fleet import (
     rack_map,
     state_css,
 )
+from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 
 BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
@@ -275,7 +276,8 @@ def _summary(doc: dict[str, Any]) -> str:
             f'{escape(doc["generated_at"][:19])} UTC.</p>{warn}</header>')
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) -> str:
+    """`statement`: the signature and verification status shown with the bundle hash."""
     fleet = doc["fleet"]
     wf = plots.waterfall(doc["ledger"])
     groups = rack_groups(doc)
@@ -286,6 +288,7 @@ def render_html(doc: dict[str, Any]) -> str:
 <style>{CSS}{FLEET_CSS}{state_css()}</style></head>
 <body><main>
 {_summary(doc)}
+{statement_html(doc, statement)}
 <section aria-label="overview"><div class="overview"><div class="card">
 <img class="plot" id="waterfall" alt="ledger waterfall: GPUs left after each step, losses stacked
 above each bar" src="data:image/png;base64,{wf}"></div>
