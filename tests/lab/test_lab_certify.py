@@ -19,13 +19,6 @@ from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS
 from rackscale.faults import Fault
 from rackscale.fleet import Topology, load_fleet
 
-# Known gap, kept visible rather than skipped: on this shared 2-core host a spine-level ring
-# is now and then judged short (an extra `unlocalized` finding beside the right one, rel
-# 0.61-0.89 or one repeat under the hard line). Seen on different tests in different runs;
-# the cause (rings contending on the spine, or the verdict's hard line) is still open.
-KNOWN_SPINE_RING_GAP = ("intermittent false 'spine-level ring short' finding on a loaded "
-                        "host; open")
-
 _why = lab_unavailable() or torch_missing()
 pytestmark = [pytest.mark.skipif(_why is not None, reason=str(_why)), pytest.mark.slow]
 SEED = int(os.environ.get("RACKSCALE_LAB_SEED", random.randrange(1 << 16)))
@@ -79,7 +72,6 @@ def test_clean_lab_gives_no_finding_through_the_cli(labenv: tuple[Topology, Path
     assert out["fabric"] and out["fabric"][0]["nvlink_on_busbw"] > 0
 
 
-@pytest.mark.xfail(strict=False, reason=KNOWN_SPINE_RING_GAP)
 def test_bad_cable_and_nic_dead_in_different_racks_are_both_found(
         labenv: tuple[Topology, Path], runner: LocalRunner) -> None:
     topo, sd = labenv
@@ -99,7 +91,6 @@ def test_bad_cable_and_nic_dead_in_different_racks_are_both_found(
         lab.clear(sd)
 
 
-@pytest.mark.xfail(strict=False, reason=KNOWN_SPINE_RING_GAP)
 def test_slow_gpu_is_found_and_nothing_else(labenv: tuple[Topology, Path],
                                             runner: LocalRunner) -> None:
     topo, sd = labenv
@@ -111,7 +102,6 @@ def test_slow_gpu_is_found_and_nothing_else(labenv: tuple[Topology, Path],
         lab.clear(sd)
 
 
-@pytest.mark.xfail(strict=False, reason=KNOWN_SPINE_RING_GAP)
 def test_flapping_bad_cable_is_found_as_flapping(labenv: tuple[Topology, Path],
                                                  runner: LocalRunner) -> None:
     topo, sd = labenv
