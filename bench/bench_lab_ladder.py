@@ -6,8 +6,9 @@
    pair; the part in every short pair is named: what pairwise sweeps do). Both run through
    the same LocalRunner with the same repeats and message size; both must name the same part.
    Figures: collective tests and wall time of each, and their ratio (MEASURED).
-2. On the digital twin (SIMULATED: counts only): collective tests of the ladder with one bad
-   cable against all-pairs, n(n-1)/2, from 504 to ~128k GPUs; the all-pairs count is computed.
+2. On the digital twin (SIMULATED: counts only): collective tests of the ladder's scale-out
+   stage with one bad cable against all-pairs, n(n-1)/2 (computed), for labs of 2-16 lab-mini
+   racks (8-64 ranks) and for fleets from 504 to ~128k GPUs.
 3. Healthy lab: measured busbw of the NVLink-domain ring (one rack, NVLink), a leaf ring and a
    spine ring (NVLink off) against the lab's shaped nominal rate (goal: within 10%).
 
@@ -36,6 +37,7 @@ from rackscale.certify.runners import LocalRunner, RunnerBackend, placement_from
 from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS, THRESHOLDS
 from rackscale.faults import Fault, TwinHardware, faults_from
 from rackscale.fleet import Topology, load_fleet, seed_fleet, synthetic_fleet
+from rackscale.fleet.spec import FleetSpec
 
 MESSAGE = 4 << 20
 REPEATS = 3
@@ -150,20 +152,30 @@ def bench_lab(quick: bool, seed: int) -> dict:
             "measured": True}
 
 
-def bench_twin_counts(racks_list: list[int]) -> list[dict]:
+def lab_fleet(racks: int) -> FleetSpec:
+    """A lab of `racks` lab-mini racks, laid out like the shipped one (a leaf per rack and
+    rail, one spine)."""
+    return FleetSpec.model_validate({
+        "name": f"minilab-{racks}", "regions": [{"name": "lab", "racks": [
+            {"template": "lab-mini", "count": racks}]}],
+        "network": {"racks_per_leaf": 1, "spines_per_region": 1}})
+
+
+def bench_twin_counts(fleets: list[FleetSpec]) -> list[dict]:
     """Ladder collective tests with one bad cable on the twin, against n(n-1)/2."""
     out = []
-    for racks in racks_list:
-        topo = Topology.build(seed_fleet() if racks == 7 else synthetic_fleet(racks))
+    for racks, spec in enumerate(fleets):
+        topo = Topology.build(spec)
         nics = [i for i, k in enumerate(topo.kinds) if k == "nic"]
-        nic = topo.ids[int(np.random.default_rng(racks).choice(nics))]
+        nic = topo.ids[int(np.random.default_rng(racks + 1).choice(nics))]
         ff = faults_from([Fault(target=nic, kind="bad_cable", severity=0.5)], topo)
         t0 = time.perf_counter()
-        run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=racks)),
+        run = Ladder(topo, TwinBackend(TwinHardware(topo, ff, seed=racks + 1)),
                      LadderConfig(stages=(4,), thresholds=dict(THRESHOLDS))).run()
         n = len(topo.gpu_ids)
         tests = run.summary()["collective_tests"]
-        out.append({"gpus": n, "ladder_tests": tests, "allpairs_tests": n * (n - 1) // 2,
+        out.append({"fleet": spec.name, "gpus": n, "ladder_tests": tests,
+                    "allpairs_tests": n * (n - 1) // 2,
                     "ratio": n * (n - 1) / 2 / tests, "n_log2_n": n * math.log2(n),
                     "found": [(f.component, f.kind) for f in run.findings]
                     == [(nic, "bad_cable")], "wall_s": time.perf_counter() - t0,
@@ -174,7 +186,8 @@ def bench_twin_counts(racks_list: list[int]) -> list[dict]:
 def report(res: dict) -> bool:
     ok = True
     for row in res["twin_counts"]:
-        print(f"twin (simulated) {row['gpus']:>7,} GPUs: ladder {row['ladder_tests']:>6,} "
+        print(f"twin (simulated) {row['gpus']:>7,} GPUs ({row['fleet']}): ladder "
+              f"{row['ladder_tests']:>6,} "
               f"collective tests vs all-pairs {row['allpairs_tests']:>14,} (computed) = "
               f"{row['ratio']:>11,.0f}x fewer; tests / (n log2 n) = "
               f"{row['ladder_tests'] / row['n_log2_n']:.4f}; bad cable found: {row['found']}")
@@ -209,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="where the fault goes (random)")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.randrange(1 << 16)
-    racks = [7, 111] if a.quick else [7, 111, 444, 1778]
-    res: dict = {"seed": seed, "twin_counts": bench_twin_counts(racks)}
+    fleets = [lab_fleet(r) for r in (2, 4, 8, 16)] + [seed_fleet()] + [
+        synthetic_fleet(r) for r in ((111,) if a.quick else (111, 444, 1778))]
+    res: dict = {"seed": seed, "twin_counts": bench_twin_counts(fleets)}
     why = why_no_lab()
     if why:
         res["lab_skipped"] = why
