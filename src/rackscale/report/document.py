@@ -18,6 +18,7 @@ from rackscale.report.ledger import Ledger, stage_name
 from rackscale.report.reasons import describe
 from rackscale.report.rules import FAULT_RULES
 from rackscale.report.states import RACK_STATES, TRAY_STATES
+from rackscale.report.storage import storage_section
 from rackscale.report.storeview import StoreView
 
 SCHEMA_VERSION = "rackscale.report/1"
@@ -131,6 +132,7 @@ def build_document(view: StoreView, ledger: Ledger, *, build_s: float | None = N
         "certification": _run(view.certify_run),
         "simulation": _run(view.simulate_run),
         "sweep": _run(view.simulate_sweep),
+        "storage": storage_section(view.storage_whatif),
         "method": _method(ledger),
         "warnings": ledger.warnings,
         "build_s": None if build_s is None else round(build_s, 3),

@@ -10,6 +10,7 @@ from typing import Any
 from rackscale.provenance import Provenance
 from rackscale.report import plots
 from rackscale.report.ledger import failure_goodput
+from rackscale.report.storage import render_storage
 
 STATE_COLORS = {
     "production": "#2f9e44", "certified": "#40c057", "burn_in": "#74c0fc",
@@ -317,6 +318,8 @@ def render_html(doc: dict[str, Any]) -> str:
 <section><h2>Certification coverage</h2>{_coverage(doc)}</section>
 <section><h2>Lifecycle events</h2>{_lifecycle(doc)}</section>
 <section><h2>ETTR and goodput</h2>{_goodput(doc)}</section>
+<section><h2>Storage: what the local cache and replication buy</h2>
+{render_storage(doc.get("storage") or {})}</section>
 <section><h2>Method</h2>{_method(doc)}</section>
 </main></body></html>
 """

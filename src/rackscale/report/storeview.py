@@ -41,6 +41,7 @@ class StoreView:
     # but the report says so rather than stay silent.
     other_simulation: Event | None = None
     simulate_sweep: Event | None = None  # the latest policy sweep of this fleet
+    storage_whatif: Event | None = None  # the latest storage what-if of this fleet
     last_seq: int = 0
 
     def state_of(self, cid: str) -> str | None:
@@ -104,6 +105,9 @@ def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     sweeps = store.events(kind="simulate.sweep", component_id=spec.name, newest_first=True,
                           limit=1)
     view.simulate_sweep = sweeps[0] if sweeps else None
+    view.storage_whatif = next(iter(store.events(
+        kind="simulate.storage_whatif", component_id=spec.name, newest_first=True, limit=1)),
+        None)
     newest = store.events(newest_first=True, limit=1)
     view.last_seq = newest[0].seq if newest else 0
     return view
