@@ -106,10 +106,12 @@ def test_flapping_bad_cable_is_found_as_flapping(labenv: tuple[Topology, Path],
                                                  runner: LocalRunner) -> None:
     topo, sd = labenv
     nic = random.Random(SEED + 2).choice([i for i in topo.ids if i.endswith(("nic0", "nic1"))])
-    # a timer process cuts the cable to 20% for half of every 4 s: 8 repeats of ~1 s each see
-    # it both present and absent
+    # a timer process cuts the cable to 20% for half of every 10 s: each phase outlasts one
+    # repeat (~1 s healthy, ~4 s cut), so 8 repeats see it both present and absent in whole
+    # repeats (a repeat's figure is the median of its iterations: a phase shorter than a
+    # repeat would slow only some of them)
     lab.inject(sd, [Fault(target=nic, kind="flapping", of="bad_cable", severity=0.2,
-                          duty=0.5, period_s=4.0)])
+                          duty=0.5, period_s=10.0)])
     try:
         cfg = LadderConfig(repeats=8, message_bytes=4 << 20, stages=(4,),
                            thresholds=dict(SHARED_CPU_THRESHOLDS))
