@@ -45,6 +45,14 @@ def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
         master = subprocess.run(["ip", "-n", plan["fabric_ns"], "-o", "link", "show",
                                  r0["so_port"]], capture_output=True, text=True).stdout
         assert "master L0" in master  # r01/c01/gpu0's NIC sits on leaf-rail0-0
+        # jumbo frames end to end (rank NIC, leaf, uplinks, spine): with 1500-byte frames a
+        # ring through the spine fell to ~0.74 of its shaped rate on a loaded 2-core host
+        mtus = subprocess.run(["ip", "-n", plan["fabric_ns"], "-o", "link", "show"],
+                              capture_output=True, text=True, check=True).stdout
+        assert mtus.count("mtu 9000") == len(mtus.splitlines()) - 1  # all but lo
+        inner = subprocess.run(["ip", "-n", r0["netns"], "-o", "link", "show", "so0"],
+                               capture_output=True, text=True, check=True).stdout
+        assert "mtu 9000" in inner
         assert len(now["cgroups"] - before["cgroups"]) >= 1
         again = cli("lab", "up", "--lab", str(sd))
         assert again.returncode == 2 and "already recorded" in again.stderr

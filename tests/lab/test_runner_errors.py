@@ -49,3 +49,19 @@ def test_collective_plan_binds_nvlink_inside_a_domain_and_scaleout_across() -> N
     assert all("hier" not in c for c in off.values())
     with pytest.raises(RunnerError, match="no place"):
         planner.commands(["x/r9/c1/gpu0", gpus[0]], 1 << 20, nvlink=False)
+
+
+def test_ranks_sharing_this_host_are_capped_by_its_cores_for_both_runners() -> None:
+    """Slurm nodes emulated on one machine share its cores whatever slurm.conf says: the
+    Slurm runner caps ranks in flight as the local runner does (rings that queue for a core
+    measured the host, not the links: the spine rings ran 8 ranks at once on 2 cores)."""
+    from rackscale.certify.runners import placement_from_places
+    from rackscale.certify.runners.base import host_rank_cap
+    from rackscale.certify.runners.slurm import on_this_host
+
+    places = {f"lab/r01/c01/gpu{i}": {"nominal_cpu": 0.5} for i in range(8)}
+    assert host_rank_cap(placement_from_places(places, "lab"), cores=2) == 4
+    assert host_rank_cap(placement_from_places(places, "lab"), cores=16) == 32
+    assert host_rank_cap(loopback_placement(["a/r1/c1/gpu0"])) is None
+    assert on_this_host({"NodeAddr": "127.0.0.1", "NodeHostName": "x"})
+    assert not on_this_host({"NodeAddr": "10.1.2.3", "NodeHostName": "node17"})

@@ -71,11 +71,13 @@ def _bridges(st: LabState, plan: LabPlan) -> None:
     cmds = []
     for b in plan.bridges:
         entries.append({"type": "link", "ns": fab, "name": b.name})
-        cmds.append(f"link add {b.name} type bridge stp_state 0 forward_delay 0")
+        cmds.append(f"link add {b.name} mtu {sysops.MTU} type bridge stp_state 0 "
+                    "forward_delay 0")
     for b in plan.bridges:
         if b.uplink:
             entries.append({"type": "link", "ns": fab, "name": b.uplink})
-            cmds += [f"link add {b.uplink} type veth peer name {b.spine_end}",
+            cmds += [f"link add {b.uplink} mtu {sysops.MTU} type veth peer name "
+                     f"{b.spine_end} mtu {sysops.MTU}",
                      f"link set {b.uplink} master {b.name}",
                      f"link set {b.spine_end} master {b.spine}",
                      f"link set {b.uplink} up", f"link set {b.spine_end} up"]
@@ -92,8 +94,11 @@ def _rank_links(st: LabState, plan: LabPlan) -> None:
     cmds = []
     for r in plan.ranks:
         switch = f"{r.domain}/s01"
-        cmds += [f"link add {r.so_port} type veth peer name {SO_IF} netns {r.netns}",
-                 f"link add {r.nv_port} type veth peer name {NV_IF} netns {r.netns}",
+        mtu = sysops.MTU
+        cmds += [f"link add {r.so_port} mtu {mtu} type veth peer name {SO_IF} mtu {mtu} "
+                 f"netns {r.netns}",
+                 f"link add {r.nv_port} mtu {mtu} type veth peer name {NV_IF} mtu {mtu} "
+                 f"netns {r.netns}",
                  f"link set {r.so_port} master {bridge_of[r.leaf]}",
                  f"link set {r.nv_port} master {bridge_of[switch]}",
                  f"link set {r.so_port} up", f"link set {r.nv_port} up"]

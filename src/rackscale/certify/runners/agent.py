@@ -7,7 +7,7 @@ not once per repeat. It imports nothing of rackscale (it is run by path) and nev
 runner started it. Commands:
   {"op": "gemm", "n": 256, "min_s": 0.4}           -> {"seconds": per GEMM, "checksum_ok": b}
   {"op": "copy", "nbytes": N}                       -> {"seconds": per copy (CPU time)}
-  {"op": "allreduce", ...}                          -> {"seconds": per iteration, "result_ok"}
+  {"op": "allreduce", ...}                          -> {"seconds": median iteration, "result_ok"}
   {"op": "cpu"}                                     -> {"cpu_quota": cores or null,
                                                         GPU ranks: "gpu": NVML reading}
   {"op": "env"}                                     -> {"backend", "pid", NCCL variables}
@@ -215,15 +215,22 @@ class Agent:
         for _ in range(int(c["warmup"])):
             step()
         barrier.barrier().wait()
-        t0 = self._mark()
+        # Each iteration timed on its own and the median kept: on a shared host one
+        # iteration can wait for a core for longer than the whole test should take, and a
+        # mean would report that stall as a slow link. A fault of the link (or one that
+        # flaps on the scale of seconds) slows every iteration and moves the median.
+        times = []
         for _ in range(int(c["iters"])):
+            t0 = self._mark()
             step()
-        seconds = self._elapsed(t0) / int(c["iters"])
+            times.append(self._elapsed(t0))
+        seconds = sorted(times)[len(times) // 2]
         barrier.barrier().wait()
         expected = float(c["world"]) ** (int(c["warmup"]) + int(c["iters"]))
         ok = bool(torch.allclose(buf[:16].double().cpu(), torch.full(
             (16,), expected, dtype=torch.float64), rtol=1e-3))
-        return {"seconds": seconds, "result_ok": ok, "dist": self.backend}
+        return {"seconds": seconds, "result_ok": ok, "dist": self.backend,
+                "iter_seconds": times}
 
     def _hierarchical(self, store: Any, c: dict[str, Any], buf: Any, timeout: timedelta,
                       ) -> tuple[Any, Any]:

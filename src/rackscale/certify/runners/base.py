@@ -11,6 +11,7 @@ or times out is an error of that element, never a hang. `RunnerBackend` is the l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,6 +58,17 @@ class Placement:
         except KeyError:
             raise RunnerError(f"{gpu} has no place in this runner's placement "
                               f"({self.describe}); placed: {len(self.ranks)} GPUs") from None
+
+
+def host_rank_cap(placement: Placement, cores: int | None = None) -> int | None:
+    """How many ranks of `placement` may run at once when they all share this host's cores:
+    as many as their CPU shares fit (at least 2, one collective). None when the ranks state
+    no share (a plain process each: the host's scheduler decides). A ring waits for its
+    slowest rank at every step, so ranks that queue for a core measure the host, not links."""
+    shares = [p.nominal_cpu for p in placement.ranks.values() if p.nominal_cpu]
+    if not shares:
+        return None
+    return max(2, int((cores or os.cpu_count() or 2) / max(shares)))
 
 
 def loopback_placement(gpus: Sequence[str]) -> Placement:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import socket
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from rackscale.certify.runners.base import (
     Placement,
     Result,
     RunnerError,
+    host_rank_cap,
 )
 
 DEFAULT_CONCURRENCY = 3
@@ -99,10 +99,7 @@ class LocalRunner:
                               "more")
         self.placement = placement
         self.concurrency = concurrency
-        if max_ranks is None:
-            shares = [p.nominal_cpu for p in placement.ranks.values() if p.nominal_cpu]
-            max_ranks = max(2, int((os.cpu_count() or 2) / max(shares))) if shares else None
-        self.max_ranks = max_ranks
+        self.max_ranks = max_ranks if max_ranks is not None else host_rank_cap(placement)
         self.timeout_s = timeout_s
         self.planner = CollectivePlanner(placement, domain_of, iters=iters, warmup=warmup,
                                          timeout_s=timeout_s)

@@ -15,12 +15,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rackscale.certify.runners.agents import AgentPool, AgentProc, Job, results
-from rackscale.certify.runners.base import Placement, RankPlace, Result, RunnerError
+from rackscale.certify.runners.base import (
+    Placement,
+    RankPlace,
+    Result,
+    RunnerError,
+    host_rank_cap,
+)
 from rackscale.certify.runners.local import CollectivePlanner, collective_fields
 from rackscale.fleet import Topology, slurm_node_name
 
@@ -50,6 +57,15 @@ def slurm_nodes(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return nodes
 
 
+def on_this_host(node: Mapping[str, str]) -> bool:
+    """Whether a node of `scontrol show node` runs on this machine (its address is a
+    loopback one, or its host name is this machine's)."""
+    addr = node.get("NodeAddr", "")
+    host = node.get("NodeHostName", "")
+    return addr.startswith("127.") or addr == "::1" or host in (
+        "localhost", socket.gethostname())
+
+
 def gpu_gres(fields: Mapping[str, str]) -> bool:
     """Whether a node (fields of `scontrol show node -o`) has GPUs as a generic resource,
     e.g. `Gres=gpu:h200:8(S:0-1)`; `(null)` when it has none."""
@@ -66,9 +82,12 @@ class SlurmRunner:
                  node_of: Mapping[str, str], env: Mapping[str, str] | None = None,
                  partition: str | None = None, concurrency: int = DEFAULT_CONCURRENCY,
                  iters: int = 3, warmup: int = 1, timeout_s: float = 6.0,
-                 immediate_s: int = 20, gres: str | None = None) -> None:
-        if concurrency < 1:
-            raise RunnerError(f"concurrency={concurrency}: use 1 or more")
+                 immediate_s: int = 20, gres: str | None = None,
+                 max_ranks: int | None = None) -> None:
+        if concurrency < 1 or (max_ranks is not None and max_ranks < 1):
+            raise RunnerError(f"concurrency={concurrency}, max_ranks={max_ranks}: use 1 or "
+                              "more")
+        self.max_ranks = max_ranks
         self.env = dict(env or os.environ)
         self.placement = placement
         self.concurrency = concurrency
@@ -107,8 +126,12 @@ class SlurmRunner:
                 gpu=g, host=node_of[g], fabrics={"nvlink": lo, "scaleout": lo})
                 for g in topo.gpu_ids}, shared_host=True, describe="Slurm nodes (loopback)")
         gpus = any(gpu_gres(known[n]) for n in set(node_of.values()))
+        # Slurm nodes that all live on this machine (the lab: one slurmd per tray) share its
+        # cores, whatever CPUs slurm.conf states: cap ranks in flight as LocalRunner does.
+        on_here = all(on_this_host(known[n]) for n in set(node_of.values()))
         return cls(placement, domain_of, node_of=node_of, env=env, partition=partition,
-                   concurrency=concurrency, gres="gpu:1" if gpus else None)
+                   concurrency=concurrency, gres="gpu:1" if gpus else None,
+                   max_ranks=host_rank_cap(placement) if on_here else None)
 
     def _argv(self, gpu: str) -> list[str]:
         node = self.node_of[gpu]
@@ -140,14 +163,14 @@ class SlurmRunner:
 
     def per_rank(self, op: dict[str, Any], gpus: Sequence[str]) -> list[Result]:
         jobs = [Job({g: op}, self.timeout_s * 3) for g in gpus]
-        self.pool.run(jobs, self.concurrency)
+        self.pool.run(jobs, self.concurrency, self.max_ranks)
         return results(jobs, lambda r: dict(r[0]))
 
     def collectives(self, groups: Sequence[Sequence[str]], nbytes: int, nvlink: bool,
                     ) -> list[Result]:
         jobs = [Job(self.planner.commands(g, nbytes, nvlink), self.timeout_s * 2)
                 for g in groups]
-        self.pool.run(jobs, self.concurrency)
+        self.pool.run(jobs, self.concurrency, self.max_ranks)
         return results(jobs, collective_fields)
 
     def close(self) -> None:
