@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -106,17 +107,40 @@ def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
             for n, (size, ch) in zip(names, got, strict=True)]
 
 
+def lower_priority(nice: int) -> Callable[[], None]:
+    """A thread-pool initializer: the thread runs `nice` steps nicer than the process's main
+    thread (absolute, so a thread started by an already nicer thread is not lowered twice).
+    On Linux a priority is per thread; elsewhere (or where refused) the thread keeps its own."""
+    def init() -> None:
+        if nice <= 0 or not hasattr(os, "setpriority"):
+            return
+        tid = threading.get_native_id()
+        try:
+            target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
+            if os.getpriority(os.PRIO_PROCESS, tid) < target:
+                os.setpriority(os.PRIO_PROCESS, tid, target)
+        except OSError as err:  # not fatal: the push only competes harder for the CPU
+            log.debug("cannot lower the priority of thread %s: %s", tid, err)
+    return init
+
+
 class CheckpointManager:
     def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg
         self.events = events
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="ckpt-save")
+        # Everything after a save has returned runs at a lower priority (`background_nice`);
+        # the threads that hash a DCP writer's files before it returns do not.
+        nicer = lower_priority(self.cfg.background_nice)
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="ckpt-save", initializer=nicer)
         self._parts = ThreadPoolExecutor(self.cfg.upload_parallelism,
-                                         thread_name_prefix="ckpt-part")
+                                         thread_name_prefix="ckpt-part", initializer=nicer)
         self._tierpool = ThreadPoolExecutor(max(1, len(self.tiers.remote)),
-                                            thread_name_prefix="ckpt-tier")
+                                            thread_name_prefix="ckpt-tier", initializer=nicer)
+        self._hash = ThreadPoolExecutor(max(1, min(self.cfg.upload_parallelism,
+                                                   os.cpu_count() or 1)),
+                                        thread_name_prefix="ckpt-hash")
         self.uploader = Uploader(self.tiers, self._parts, events=events, progress=progress)
         self.staging = StagingPool()
         self._inflight: SaveHandle | None = None
@@ -131,13 +155,15 @@ class CheckpointManager:
             self.shutdown(wait=True)
 
     def shutdown(self, *, wait: bool) -> None:
-        for pool in (self._worker, self._tierpool, self._parts):
+        for pool in (self._worker, self._tierpool, self._parts, self._hash):
             pool.shutdown(wait=wait)
 
     @property
     def pool(self) -> ThreadPoolExecutor:
-        """The worker threads hashing and uploading (writers hash their files on it)."""
-        return self._parts
+        """The threads on which writers hash their files before the save returns (at the
+        caller's priority; submit to it only from such a thread: new threads inherit the
+        priority of the thread that starts them)."""
+        return self._hash
 
     def __enter__(self) -> CheckpointManager:
         return self
