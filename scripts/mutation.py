@@ -113,6 +113,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("checkpoint/restore.py", "ReplaceBinaryOperator_Sub_Add", r"data = f\.read\(end -",
                "the local re-read runs only for a chunk _fill found bad: a longer read is just as "
                "bad, and the chunk is fetched from a remote tier either way"),
+    Equivalent("checkpoint/restore.py", "ReplaceBinaryOperator_Sub_Add",
+               r"data = f\.read\(min\(m\.chunk_size, it\.size -",
+               "_fill checks a cached file only when its size is the item's: a read asking for "
+               "more than the bytes left stops at the end of the file, so it reads the same"),
     Equivalent("checkpoint/restore.py", "NumberReplacer",
                r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
                "writes the same bytes", number_offset=+1),

@@ -439,3 +439,21 @@ def test_layout_keys_and_ids() -> None:
             ".json", "ckptx/d/manifest.json", "ckpt/latest", "ckpt/e/manifest.json.tmp"]
     assert lay.ids_from_keys(keys) == ["a", "b"]
     assert ckpt_id_for(7) == "step-00000007" and ckpt_id_for(123456789) == "step-123456789"
+
+
+def test_a_manifest_is_strict_json_even_with_a_non_finite_state_time() -> None:
+    # `states` is history outside the hash, but the file is read by other tools too: NaN is
+    # not JSON, so writing it is refused rather than producing a file strict parsers reject.
+    m = sample().for_tier("us-east", {"staged": 1.0, "region": float("nan")})
+    with pytest.raises(ValueError, match="Out of range float"):
+        m.to_json()
+
+
+def test_where_and_expect_id_are_keyword_only() -> None:
+    # Both are strings: given by position, an id could be taken for a message or back.
+    from rackscale.checkpoint.manifest import check_manifest
+    m = sample()
+    with pytest.raises(TypeError):
+        Manifest.from_json(m.to_json(), m.id)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        check_manifest(m, "here")  # type: ignore[misc]
