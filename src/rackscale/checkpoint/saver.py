@@ -248,18 +248,26 @@ class CheckpointManager:
         def run() -> None:
             journal = self.tiers.open_journal(ckpt_id, save_uuid)
             try:
-                for store in [self.tiers.region, *self.tiers.replicas]:
-                    try:
-                        self.uploader.upload_items(store, ckpt_id, [e.name for e in entries],
-                                                   UploadStats(), journal)
-                    except CheckpointError as err:  # retried (and reported) by the commit
-                        log.warning("checkpoint %s: early upload to %s failed: %s", ckpt_id,
-                                    store.name, err)
+                names, stats = [e.name for e in entries], UploadStats()
+                for f in [self._tierpool.submit(self._send_early, store, ckpt_id, names, stats,
+                                                journal)
+                          for store in [self.tiers.region, *self.tiers.replicas]]:
+                    f.result()
             finally:
                 journal.close()
         fut = self._worker.submit(run)
         self._inflight = SaveHandle(SaveReport(id=ckpt_id, step=-1, action="preupload"), fut)
         return fut
+
+    def _send_early(self, store: ObjectStore, ckpt_id: str, names: list[str],
+                    stats: UploadStats, journal: Any) -> None:
+        """Data ahead of its commit (objects count only once a manifest names them); a
+        failure is only logged: the commit's own push sends them again and reports it."""
+        try:
+            self.uploader.upload_items(store, ckpt_id, names, stats, journal)
+        except (CheckpointError, OSError) as err:
+            log.warning("checkpoint %s: early upload to %s failed: %s", ckpt_id, store.name,
+                        err)
 
     def local_data_dir(self, ckpt_id: str) -> Path:
         return self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
@@ -420,9 +428,20 @@ class CheckpointManager:
                     stats: UploadStats) -> bool:
         tiers, states = self.tiers, report.states
         save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731
+        early = []
+        if "region" not in states and "replicated" not in states:
+            # The replicas' data goes out beside the region's; their manifests still follow
+            # the region commit (the state order), below.
+            names = [it.name for it in job.manifest.items]
+            early = [self._tierpool.submit(self._send_early, r, job.manifest.id, names, stats,
+                                           journal) for r in tiers.replicas]
         if "region" not in states:
-            err = self._push_one(tiers.region, job, {**states, "region": time.time()}, stats,
-                                 journal)
+            try:
+                err = self._push_one(tiers.region, job, {**states, "region": time.time()},
+                                     stats, journal)
+            finally:  # the journal closes after this: nothing may still write to it
+                for f in early:
+                    f.result()  # a failure was logged; the replica's push sends it again
             if err:
                 self._failed(report, tiers.region, err)
                 save()
