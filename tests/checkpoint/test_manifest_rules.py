@@ -457,3 +457,11 @@ def test_where_and_expect_id_are_keyword_only() -> None:
         Manifest.from_json(m.to_json(), m.id)  # type: ignore[misc]
     with pytest.raises(TypeError):
         check_manifest(m, "here")  # type: ignore[misc]
+
+
+def test_a_new_manifest_takes_its_fields_by_name_only() -> None:
+    # Seven fields, several of them str or int: by position they are easy to swap unseen.
+    m = sample()
+    with pytest.raises(TypeError):
+        Manifest.new(m.id, m.step, m.save_uuid, m.algo, m.chunk_size,  # type: ignore[misc]
+                     m.items, m.created_at)

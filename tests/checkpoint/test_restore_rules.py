@@ -407,3 +407,40 @@ def test_when_no_copy_of_a_chunk_is_good_the_error_says_what_was_tried(tmp_path:
     assert str(err.value) == (f"checkpoint {ck(1)}: no reachable tier holds a good copy of "
                               f"chunk 2 of blob (unreachable: none; wrong size: none); "
                               f"nothing was changed")
+
+
+def test_an_unknown_id_is_unknown_with_or_without_a_dead_tier(tmp_path: Path) -> None:
+    with pytest.raises(UnknownCheckpoint, match=r"\(known: none\)"):
+        Restorer(Tiers(dir_cfg(tmp_path / "empty"))).manifest(ck(7))
+    cfg = dir_cfg(tmp_path)
+    save(cfg, 1)
+    dead = {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+            "bucket": "b-dead", "access_key": "k", "secret_key": "s", "timeout_s": 1.0}
+    # A tier is down but this node knows checkpoints: the id is unknown, not "unreachable".
+    with pytest.raises(UnknownCheckpoint, match=ck(1)):
+        Restorer(Tiers(dir_cfg(tmp_path, region=dead, replicas=[]))).manifest(ck(9))
+
+
+def test_fix_cache_is_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        Restorer.manifest(None, ck(1), True)  # type: ignore[arg-type, misc]
+
+
+def test_progress_counts_every_byte_once(tmp_path: Path, monkeypatch) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    m = tiers.read_manifest(tiers.local, ck(1))
+    ticks: list[int] = []
+    rep = Restorer(tiers, progress=ticks.append).restore(ck(1))  # all from the local cache
+    assert rep.served_by == {"local": sum(len(it.chunks) for it in m.items)}
+    assert sum(ticks) == m.total_bytes
+    # From the region: an empty item is asked for with no GET (S3 has no empty range).
+    shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))
+    asked: list[tuple] = []
+    get = tiers.region.get
+    monkeypatch.setattr(tiers.region, "get",
+                        lambda k, *a: (asked.append((k.rsplit("/", 1)[-1], *a)), get(k, *a))[1])
+    ticks.clear()
+    Restorer(tiers, progress=ticks.append).restore(ck(1))
+    assert sum(ticks) == m.total_bytes
+    assert sorted(a for a in asked if a[0] != "manifest.json") == [
+        ("blob", 0, CS), ("blob", CS, 2 * CS), ("blob", 2 * CS, 3 * CS), ("n", 0, 1)]
