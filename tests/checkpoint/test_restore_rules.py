@@ -343,18 +343,24 @@ def test_a_pointer_whose_checkpoint_no_answering_tier_can_hold_is_outvoted(tmp_p
                                      f"might hold it answered"}
 
 
-def test_a_tier_that_drops_a_chunk_request_is_passed_over_for_the_next(tmp_path: Path,
-                                                                       monkeypatch) -> None:
+@pytest.mark.parametrize("why", ["connection reset", "object deleted"])
+def test_a_tier_that_fails_a_chunk_request_is_passed_over_for_the_next(tmp_path: Path,
+                                                                       monkeypatch, why) -> None:
     tiers = save(dir_cfg(tmp_path), 1)
     shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))  # nothing cached
 
-    def drop(*_a, **_k):
-        raise StoreUnreachable("us-east: connection reset while reading")
-    monkeypatch.setattr(tiers.region, "get", drop)  # it answers HEAD, then drops the GET
+    def fail(key, *_a, **_k):
+        if why == "connection reset":
+            raise StoreUnreachable("us-east: connection reset while reading")
+        raise ObjectMissing(key)  # deleted between the HEAD and the GET
+    monkeypatch.setattr(tiers.region, "get", fail)  # it answers HEAD, then fails the GET
     rep = Restorer(tiers).restore(ck(1))
     m = tiers.read_manifest(tiers.local, ck(1))
-    assert rep.served_by == {"us-west": sum(len(it.chunks) for it in m.items)}
-    assert list(rep.unreachable) == ["us-east"]
+    chunks = sum(len(it.chunks) for it in m.items)
+    if why == "connection reset":  # then us-east is skipped for the rest of the restore
+        assert (rep.served_by, list(rep.unreachable)) == ({"us-west": chunks}, ["us-east"])
+    else:  # only the objects asked for were gone; the empty item needs no GET from us-east
+        assert (rep.served_by, rep.unreachable) == ({"us-west": chunks - 1, "us-east": 1}, {})
     assert tiers.local.path(tiers.layout.data(ck(1), "blob")).read_bytes() == BLOB
 
 
