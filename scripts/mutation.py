@@ -117,6 +117,10 @@ EQUIVALENT: list[Equivalent] = [
                r"data = f\.read\(min\(m\.chunk_size, it\.size -",
                "_fill checks a cached file only when its size is the item's: a read asking for "
                "more than the bytes left stops at the end of the file, so it reads the same"),
+    Equivalent("checkpoint/manifest.py", "NumberReplacer",
+               r"return json\.dumps\(asdict\(self\), indent= ?1",
+               "the indent is whitespace in the file only: every reader parses the JSON, and "
+               "the checkpoint hash is taken over a canonical form, not the file's bytes"),
     Equivalent("checkpoint/restore.py", "NumberReplacer",
                r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
                "writes the same bytes", number_offset=+1),

@@ -450,3 +450,19 @@ def test_progress_counts_every_byte_once(tmp_path: Path, monkeypatch) -> None:
     assert sum(ticks) == m.total_bytes
     assert sorted(a for a in asked if a[0] != "manifest.json") == [
         ("blob", 0, CS), ("blob", CS, 2 * CS), ("blob", 2 * CS, 3 * CS), ("n", 0, 1)]
+
+
+def test_an_empty_item_of_the_wrong_size_is_repaired_with_one_empty_part(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "z")
+    tiers.region.path(key).write_bytes(b"junk")
+    shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))  # fetched, not cached
+    sent: list[int] = []
+    upload_part = tiers.region.upload_part
+    tiers.region.upload_part = lambda k, u, n, data: (sent.append(n), upload_part(k, u, n,
+                                                                              data))[1]
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.bad_sizes == [{"tier": "us-east", "item": "z", "size": 4, "expected": 0}]
+    assert rep.repaired == ["us-east:z"]
+    assert sent == [1]  # S3 completes no upload without a part: one empty part
+    assert tiers.region.path(key).read_bytes() == b""
