@@ -121,6 +121,10 @@ EQUIVALENT: list[Equivalent] = [
                r"return json\.dumps\(asdict\(self\), indent= ?1",
                "the indent is whitespace in the file only: every reader parses the JSON, and "
                "the checkpoint hash is taken over a canonical form, not the file's bytes"),
+    Equivalent("checkpoint/manifest.py", "ReplaceTrueWithFalse",
+               r"return json\.dumps\(asdict\(self\), indent=1, sort_keys=True",
+               "sort_keys only orders the keys in the file: asdict writes them in the dataclass's "
+               "fixed order anyway, and every reader parses the JSON"),
     Equivalent("checkpoint/restore.py", "NumberReplacer",
                r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
                "writes the same bytes", number_offset=+1),

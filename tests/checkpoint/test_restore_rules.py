@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -436,7 +437,9 @@ def test_progress_counts_every_byte_once(tmp_path: Path, monkeypatch) -> None:
     tiers = save(dir_cfg(tmp_path), 1)
     m = tiers.read_manifest(tiers.local, ck(1))
     ticks: list[int] = []
+    t0 = time.perf_counter()
     rep = Restorer(tiers, progress=ticks.append).restore(ck(1))  # all from the local cache
+    assert 0 < rep.seconds <= time.perf_counter() - t0
     assert rep.served_by == {"local": sum(len(it.chunks) for it in m.items)}
     assert sum(ticks) == m.total_bytes
     # From the region: an empty item is asked for with no GET (S3 has no empty range).
