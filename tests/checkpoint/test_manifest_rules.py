@@ -294,6 +294,9 @@ META_RULES = [
     ("unknown kind", 1, {"kind": "pickle"}, "meta.kind 'pickle' is unknown"),
     ("negative dims", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
     ("minus one dim", 1, {"shape": [-1, -6]}, "meta.shape must be a list of sizes"),
+    # -1 x -1 x 6 is 6 elements, the item's 24 bytes of <f4: refused for the -1, not the size
+    ("minus ones that multiply out", 1, {"shape": [-1, -1, 6]},
+     "meta.shape must be a list of sizes"),
     ("bool dim", 1, {"shape": [True, 6]}, "meta.shape must be a list of sizes"),
     ("shape not list", 1, {"shape": "6"}, "meta.shape must be a list of sizes"),
     ("no shape", 1, {"shape": None}, "meta.shape must be a list of sizes"),
