@@ -469,3 +469,25 @@ def test_an_empty_item_of_the_wrong_size_is_repaired_with_one_empty_part(tmp_pat
     assert rep.repaired == ["us-east:z"]
     assert sent == [1]  # S3 completes no upload without a part: one empty part
     assert tiers.region.path(key).read_bytes() == b""
+
+
+def test_an_item_whose_name_holds_a_colon_is_repaired_by_that_name(tmp_path: Path) -> None:
+    # The saver escapes its item names, but files a writer put in the cache itself (DCP, an
+    # import of a directory) keep theirs: "tier:item" is split at the first colon only.
+    from rackscale.checkpoint.saver import hash_entries
+    cfg = dir_cfg(tmp_path)
+    with CheckpointManager(cfg) as mgr:
+        data = mgr.local_data_dir(ck(1))
+        data.mkdir(parents=True)
+        (data / "opt:state").write_bytes(BLOB)
+        entries = hash_entries(data, ["opt:state"], CS, cfg.hash_algo)
+        assert mgr.commit_files(1, ck(1), entries).wait(30).errors == {}
+    tiers = Tiers(cfg)
+    key = tiers.layout.data(ck(1), "opt:state")
+    raw = bytearray(tiers.region.path(key).read_bytes())
+    raw[5] ^= 0xFF
+    tiers.region.path(key).write_bytes(bytes(raw))
+    tiers.local.delete(key)
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.repaired == ["us-east:opt:state"]
+    assert tiers.region.path(key).read_bytes() == BLOB
