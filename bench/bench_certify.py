@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -76,40 +77,96 @@ def bench_large(racks: int) -> dict:
             "extra_findings": len(found - {(f.target, f.kind) for f in faults})}
 
 
-def bench_gemm(n: int, rounds: int) -> dict:
+def _best_of(fn: object, reps: int = 4) -> float:
+    fn()  # type: ignore[operator]
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_gemm(sizes: tuple[int, ...], rounds: int) -> dict:
+    """The certify GEMM probe against numpy (OpenBLAS) and torch matmul, same sizes, rounds
+    interleaved so all three see the same machine load; best round of each."""
+    import torch
+
     from rackscale.certify.torch_backend import TorchBackend
+    load_before = os.getloadavg()
     backend = TorchBackend("cpu")
     probe = PROBES.create("gemm", backend)
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    b = np.random.default_rng(1).random((n, n), dtype=np.float32)
-    c = a @ b
-    probe_tf, numpy_tf = [], []
-    for _ in range(rounds):  # interleaved: both see the same machine load
-        m = probe.run(Scope(gpus=np.asarray([0]), gemm_n=n))
-        probe_tf.append(float(m.values[0]))
-        best = float("inf")
-        for _ in range(4):  # the probe keeps its best of 4 too
-            t0 = time.perf_counter()
+    rows = []
+    for n in sizes:
+        a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+        b = np.random.default_rng(1).random((n, n), dtype=np.float32)
+        c = np.empty_like(a)
+        ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty(n, n)
+
+        def np_mul(a: np.ndarray = a, b: np.ndarray = b, c: np.ndarray = c) -> None:
             np.matmul(a, b, out=c)
-            best = min(best, time.perf_counter() - t0)
-        numpy_tf.append(2.0 * n**3 / best / 1e12)
-    p, q = max(probe_tf), max(numpy_tf)
-    return {"n": n, "dtype": "float32", "probe_gflops": p * 1e3, "numpy_gflops": q * 1e3,
-            "ratio": p / q, "target_ratio": 0.9, "checksum_ok": bool(m.extra["checksum_ok"][0]),
-            "measured": True}
+
+        def torch_mul(a: object = ta, b: object = tb, c: object = tc) -> None:
+            torch.matmul(a, b, out=c)
+        got: dict[str, list[float]] = {"probe": [], "numpy": [], "torch": []}
+        ok = True
+        for _ in range(rounds):
+            m = probe.run(Scope(gpus=np.asarray([0]), gemm_n=n))
+            got["probe"].append(float(m.values[0]) * 1e3)
+            ok &= bool(m.extra["checksum_ok"][0])
+            got["numpy"].append(2.0 * n**3 / _best_of(np_mul) / 1e9)
+            got["torch"].append(2.0 * n**3 / _best_of(torch_mul) / 1e9)
+        best = {k: max(v) for k, v in got.items()}
+        top = max(best["numpy"], best["torch"])
+        # each round's probe against the better library of the same round: load drifts
+        # between rounds, far less within one
+        paired = statistics.median(p / max(q, t) for p, q, t in
+                                   zip(got["probe"], got["numpy"], got["torch"], strict=True))
+        rows.append({"n": n, "probe_gflops": best["probe"], "numpy_gflops": best["numpy"],
+                     "torch_gflops": best["torch"], "probe_engine": backend.last_engine,
+                     "ratio_vs_best": best["probe"] / top,
+                     "ratio_vs_numpy": best["probe"] / best["numpy"],
+                     "ratio_vs_torch": best["probe"] / best["torch"],
+                     "ratio_paired_median": paired, "checksum_ok": ok})
+    return {"dtype": "float32", "rounds": rounds, "threads_torch": torch.get_num_threads(),
+            "sizes": rows, "ratio": min(r["ratio_vs_best"] for r in rows),
+            "target_ratio": 0.95, "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(), "cpus": os.cpu_count(), "measured": True}
+
+
+def print_gemm(g: dict) -> None:
+    print(f"CPU GEMM probe vs the best BLAS here (measured, FP32, best of {g['rounds']} "
+          f"interleaved rounds; load average {g['loadavg_before'][0]:.1f} before, "
+          f"{g['loadavg_after'][0]:.1f} after, {g['cpus']} CPUs):")
+    for r in g["sizes"]:
+        print(f"  n={r['n']}: probe ({r['probe_engine']}) {r['probe_gflops']:.1f} GFLOPS, numpy "
+              f"{r['numpy_gflops']:.1f}, torch {r['torch_gflops']:.1f}: "
+              f"{r['ratio_vs_best']:.0%} of the best ({r['ratio_vs_numpy']:.0%} of numpy, "
+              f"{r['ratio_vs_torch']:.0%} of torch); median of rounds, each against the "
+              f"better library of its round: {r['ratio_paired_median']:.0%}")
+    print(f"  worst size: {g['ratio']:.0%} of the best (target >= 95% on a quiet machine)")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="CI smoke: small fleet, small GEMM")
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--gemm-only", action="store_true", help="only the CPU GEMM comparison")
     a = ap.parse_args(argv)
+    sizes = (1024,) if a.quick else (1024, 2048)
+    if a.gemm_only:
+        g = bench_gemm(sizes, 2 if a.quick else 5)
+        print_gemm(g)
+        if a.json:
+            with open(a.json, "w", encoding="utf-8") as fh:
+                json.dump({"real_gemm_vs_best_blas": g}, fh, indent=2)
+        return 0 if g["ratio"] >= g["target_ratio"] else 1
     out = {
         "seed_504_twin": bench_seed(1 if a.quick else 3),
         "large_fleet_twin": bench_large(111 if a.quick else 1778),
-        "real_gemm_vs_numpy": bench_gemm(1024 if a.quick else 2048, 2 if a.quick else 5),
+        "real_gemm_vs_best_blas": bench_gemm(sizes, 2 if a.quick else 5),
     }
-    s, big, g = out["seed_504_twin"], out["large_fleet_twin"], out["real_gemm_vs_numpy"]
+    s, big, g = out["seed_504_twin"], out["large_fleet_twin"], out["real_gemm_vs_best_blas"]
     print(f"seed-504 certify on the twin (simulated): {s['wall_s_median']:.2f} s wall "
           f"(target <= 10 s), {s['findings']} findings, all shipped faults found")
     print(f"{big['gpus']:,}-GPU fleet on the twin (simulated): certify {big['certify_wall_s']:.2f}"
@@ -119,13 +176,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{big['collective_runs_with_repeats']:,} repeated runs); campaign "
           f"{big['campaign_s_simulated'] / 3600:.1f} h simulated; all faults found: "
           f"{big['all_found']}, extra findings: {big['extra_findings']}")
-    print(f"real GEMM probe (measured, FP32 n={g['n']}): {g['probe_gflops']:.1f} GFLOPS vs "
-          f"numpy {g['numpy_gflops']:.1f} GFLOPS = {g['ratio']:.0%} (target >= 90%)")
+    print_gemm(g)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=2)
     ok = s["wall_s_median"] <= 10 and big["tests_vs_allpairs"] >= 100 and big["all_found"] \
-        and g["ratio"] >= 0.9
+        and g["ratio"] >= g["target_ratio"]
     return 0 if ok else 1
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Real certification probes on a CUDA machine (the lent H200), the same probe code the twin
 # runs. Run once from the repository root; it needs only python3 with torch+CUDA and numpy
-# (rackscale.certify's real backend imports nothing else), and finishes in ~1-2 minutes:
+# (rackscale.certify's real backend and the runners import nothing else), and finishes in
+# ~2-3 minutes:
 #   OUT=/tmp/out bash bench/gpu_probes.sh      -> $OUT/gpu_probes.json (+ logs)
 # Targets (issue 3): bf16 GEMM >= 710 TFLOPS (~90% of the ~790 achievable on H200),
 # HBM copy >= 85% of 4.8 TB/s; a 2-process NCCL all-reduce when >= 2 GPUs, else skipped.
+# Then the ladder's runner path: LocalRunner agents on the GPUs (NCCL ranks, NVLink on and
+# off through runners.fabric_env), per-rank GEMM/copy and, with >= 2 GPUs, an all-reduce.
 set -uo pipefail
 OUT="${OUT:-$(pwd)/gpu-probes-out}"
 mkdir -p "$OUT"
@@ -15,7 +18,7 @@ export OUT
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv > "$OUT/nvidia-smi.csv" 2>&1 || echo "nvidia-smi failed" >> "$OUT/nvidia-smi.csv"
 
-timeout 200 "$PY" - <<'PYEOF' 2>&1 | tee "$OUT/gpu_probes.log"
+timeout 320 "$PY" - <<'PYEOF' 2>&1 | tee "$OUT/gpu_probes.log"
 import json, os, time, traceback
 import numpy as np
 import torch
@@ -101,17 +104,52 @@ def thermal():
     return {k: np.asarray(v).tolist() for k, v in m.extra.items()
             if k in ("gpu_temp_c", "gpu_clock_frac", "gpu_power_w")}
 
+def runner():
+    # the runners' agents on this machine's GPUs: the path `certify run --backend real` takes
+    from rackscale.certify.runners import LocalRunner, loopback_placement
+    ranks = 2 if DRY else min(b.devices, 2)
+    gpus = [f"gpu-host/r01/c01/gpu{i}" for i in range(ranks)]
+    r = LocalRunner(loopback_placement(gpus), dict.fromkeys(gpus, "gpu-host/r01"),
+                    timeout_s=120)
+    n, nbytes = (256, 16 << 20) if DRY else (8192, 1 << 30)
+    try:
+        env = r.per_rank({"op": "env"}, gpus)
+        gemm = r.per_rank({"op": "gemm", "n": n, "min_s": 1.0}, gpus)
+        copy = r.per_rank({"op": "copy", "nbytes": nbytes}, gpus)
+        res = {"ranks": ranks, "backend": [e.values.get("backend") for e in env],
+               "device": [e.values.get("device") for e in env],
+               "gemm_tflops": [2 * n**3 / g.values["seconds"] / 1e12 if g.ok else g.error
+                               for g in gemm],
+               "gemm_checksum_ok": [g.values.get("checksum_ok") for g in gemm],
+               "copy_tbps": [2 * nbytes / c.values["seconds"] / 1e12 if c.ok else c.error
+                             for c in copy]}
+        if ranks >= 2:
+            for nvlink in (True, False):
+                size = 1 << 20 if DRY else 256 << 20
+                a = r.collectives([gpus], size, nvlink=nvlink)[0]
+                # busbw = algbw x 2(n-1)/n = algbw for two ranks (nccl-tests)
+                res[f"allreduce_nvlink_{'on' if nvlink else 'off'}"] = {
+                    "bytes": size, "busbw_gbps": size / a.values["seconds"] / 1e9 if a.ok
+                    else None, "result_ok": a.values.get("result_ok"), "error": a.error}
+        else:
+            res["allreduce"] = {"skipped": "one GPU: a collective needs one GPU per rank"}
+    finally:
+        r.close()
+    return res
+
 section("gemm", gemm)
 section("hbm", hbm)
 section("thermal", thermal)
 section("allreduce", allreduce)
+section("runner", runner)
 out["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 save()
 PYEOF
 echo "python exit: ${PIPESTATUS[0]}" >> "$OUT/gpu_probes.log"
 
-# The real-backend tests, CUDA paths included (they skip what needs a second GPU).
-timeout 100 "$PY" -m pytest tests/certify/test_real_backend.py -q -p no:cacheprovider \
+# The real-backend and runner tests, CUDA paths included (they skip what needs a second GPU).
+timeout 300 "$PY" -m pytest tests/certify/test_real_backend.py tests/certify/test_runner_gpu.py \
+  -q -p no:cacheprovider \
   > "$OUT/pytest_real_backend.txt" 2>&1
 echo "pytest exit: $?" >> "$OUT/pytest_real_backend.txt"
 echo "results in $OUT/gpu_probes.json"

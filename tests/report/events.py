@@ -74,8 +74,12 @@ def certify(store: Store, topo: Topology, findings: list[dict[str, Any]], *,
         if f["verdict"] != "fail":
             continue
         affected = topo.affected_gpus(f["component"])
-        bad_racks |= {topo.racks[r].id for r in np.unique(topo.gpu_rack[affected]).tolist()}
-        if affected.size < 72:  # tray-level faults fail their trays; rack-wide ones the rack
+        racks = {topo.racks[r].id for r in np.unique(topo.gpu_rack[affected]).tolist()}
+        # As the contract says: a tray fails for a finding inside it, a rack only for its
+        # shared parts (cdu, switch trays, power shelves), never for one bad tray.
+        if f["component"] in racks or topo.holder(f["component"]).level == "rack":
+            bad_racks |= racks
+        else:
             bad_trays |= {topo.ids[t] for t in np.unique(topo.gpu_tray[affected]).tolist()}
     events = []
     for rack in topo.racks:

@@ -40,8 +40,14 @@ def test_build_show_validate(fleet_store: Store, topo: Topology, tmp_path: Path)
     assert [s["count"] for s in shown["ledger"]] == [504, 504, 504, 430, 216, 216, 200.9]
     assert shown["ledger"][-1]["basis"] == "simulated"
 
-    r = runner.invoke(app, ["report", "show", "--db", fleet_store.url])
+    shapes = {s["name"]: s for s in shown["job_shapes"]}
+    assert shapes["nvl72-domains-16of18-trays"]["certified_gpus"] == 5 * 64
+    assert shapes["whole-nvl72-domains"]["headline"]
+
+    r = runner.invoke(app, ["report", "show", "--db", fleet_store.url],
+                      env={"COLUMNS": "160"})
     assert r.exit_code == 0 and "simulated (twin)" in r.output and "200.9" in r.output
+    assert "* whole-nvl72-domains" in r.output and "nvl72-domains-16of18-trays" in r.output
     r = runner.invoke(app, ["report", "show", "--db", fleet_store.url, "--shape-gpus", "64",
                             "--json"])
     certified = json.loads(r.stdout)["ledger"][5]

@@ -23,7 +23,9 @@ _EXPORTS = {
     "SHARED_CPU_THRESHOLDS": "verdict", "RunnerBackend": "runners", "LocalRunner": "runners",
     "Placement": "runners", "Runner": "runners", "RunnerError": "runners",
     "loopback_placement": "runners", "placement_from_places": "runners",
-    "SlurmRunner": "runners.slurm",
+    "SlurmRunner": "runners.slurm", "CampaignPlan": "plan", "PlannedBatch": "plan",
+    "plan_campaign": "plan", "K8sOptions": "k8s", "K8sPlanError": "k8s",
+    "render_manifests": "k8s", "validate_manifests": "k8s",
 }
 __all__ = sorted(_EXPORTS)
 

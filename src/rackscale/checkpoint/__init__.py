@@ -27,6 +27,15 @@ from rackscale.checkpoint.errors import (
 from rackscale.checkpoint.importer import import_dcp
 from rackscale.checkpoint.manifest import CkptState, Manifest, ckpt_id_for
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectInfo, ObjectStore
+from rackscale.checkpoint.profile import (
+    ProfileError,
+    StorageProfile,
+    fit_affine,
+    load_profile,
+    measure_profile,
+    parse_profile,
+    parse_size,
+)
 from rackscale.checkpoint.restore import Restorer, RestoreReport
 from rackscale.checkpoint.retention import GcReport, gc
 from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
@@ -35,8 +44,9 @@ from rackscale.checkpoint.tiers import Tiers
 __all__ = [
     "AlreadyCommitted", "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState",
     "ConfigError", "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo",
-    "ObjectMissing", "ObjectStore", "RestoreReport", "Restorer", "Retention", "SaveHandle",
-    "SaveReport", "StoreAuthError", "StoreSpec", "StoreUnreachable", "Tiers", "TiersConfig",
-    "UnknownCheckpoint", "ckpt_id_for", "default_config", "demo_checkpoint", "gc", "import_dcp",
-    "load_config", "parse_config", "run_benchmarks",
+    "ObjectMissing", "ObjectStore", "ProfileError", "RestoreReport", "Restorer", "Retention",
+    "SaveHandle", "SaveReport", "StorageProfile", "StoreAuthError", "StoreSpec", "StoreUnreachable",
+    "Tiers", "TiersConfig", "UnknownCheckpoint", "ckpt_id_for", "default_config", "demo_checkpoint",
+    "fit_affine", "gc", "import_dcp", "load_config", "load_profile", "measure_profile",
+    "parse_config", "parse_profile", "parse_size", "run_benchmarks",
 ]

@@ -18,6 +18,7 @@ from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
 from rackscale.cli.serve import serve
 from rackscale.cli.simulate import app as simulate_app
+from rackscale.cli.statement import app as _statement_commands  # noqa: F401 (report keygen..)
 
 app = typer.Typer(
     cls=RackscaleGroup,

@@ -1,4 +1,4 @@
-"""`rackscale checkpoint ls|show|verify|restore|gc|import|bench`: the tiered checkpoint store.
+"""`rackscale checkpoint ls|show|verify|restore|gc|import|bench|profile`: tiered checkpoints.
 
 Without --config every tier is a directory under ./rackscale-data/checkpoints (the embedded
 default); with --config a YAML/JSON tiers file (S3 endpoints, keys named by env variables).
@@ -325,6 +325,23 @@ def bench(quick: bool = typer.Option(False, "--quick", help="Small sizes (CI smo
     res = run_benchmarks(quick=quick, log=(lambda s: None) if json_out else console.print)
     if json_out:
         emit_json(res)
+
+
+@app.command("profile")
+def profile_cmd(
+    config: Path | None = ConfigOption,
+    ckpt_size: list[str] = typer.Option(["64MiB"], "--ckpt-size", metavar="TEXT",
+                                        help="A checkpoint size to "
+                                        "measure on this node (repeatable): 64MiB, 1GiB ..."),
+    reps: int = typer.Option(3, "--reps", help="Runs per figure (the median is kept)."),
+    out: Path = typer.Option(DEFAULT_DATA_DIR, "--out", metavar="DIR", help="Directory to "
+                             "write storage-profile.json into (created when missing)."),
+    db: str | None = DbOption, json_out: bool = JsonOption,
+) -> None:
+    """Measure the tiers: save stall, time to durable local/region/replicated, restore per tier."""
+    from rackscale.cli.storage import run_profile
+
+    run_profile(_cfg(config, db), ckpt_size, reps, out, json_out)
 
 
 def step_checkpoint(ctx: DemoContext) -> None:

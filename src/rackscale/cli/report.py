@@ -37,6 +37,9 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 
 ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
                                "shape needs (72: whole NVL72 domains).")
+PriceOption = typer.Option(None, "--gpu-hour-price", metavar="FLOAT", show_default=False,
+                           help="Price of one GPU-hour (any currency): the ledger shows what "
+                           "each lost step costs per month.")
 StageOption = typer.Option("domain", "--stages", help="Certification stages every domain "
                            "must have passed for the job shape, comma-separated: gpu, tray, "
                            "domain, multi-rack (or 1-4).")
@@ -105,8 +108,30 @@ def print_ledger(doc: dict[str, Any]) -> None:
             lost = f"lost {_reasons(s)}; " if s["lost"] else ""
             console.print(f"{n}. {escape(lost)}[dim]{escape(s['source'])}[/]",
                           highlight=False)
+    if doc.get("job_shapes"):
+        console.print(shapes_table(doc["job_shapes"]))
+    if doc.get("cost"):
+        cost = doc["cost"]
+        lost = ", ".join(f"{s['step']} {s['per_month']:,.0f}" for s in cost["steps"]
+                         if s["per_month"])
+        console.print(f"cost per month at {cost['gpu_hour_price']:g} per GPU-hour: "
+                      f"{escape(lost) or 'nothing lost'}; total {cost['total_per_month']:,.0f}",
+                      highlight=False)
     for w in doc["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
+def shapes_table(shapes: list[dict[str, Any]]) -> Table:
+    """Job shapes side by side; the headline's shape is marked with *."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="job shapes (* = the ledger's)")
+    for col, just in (("shape", "left"), ("template", "left"), ("GPUs/job", "right"),
+                      ("jobs", "right"), ("certified", "right"), ("expected", "right")):
+        table.add_column(col, justify=just, no_wrap=col == "shape")  # type: ignore[arg-type]
+    for s in shapes:
+        table.add_row(("* " if s["headline"] else "  ") + escape(s["name"]),
+                      escape(s["template"]), f"{s['gpus_per_job']:,}", f"{s['jobs']:,}",
+                      _fmt(s["certified_gpus"]), _fmt(s["expected_gpus"]))
+    return table
 
 
 def _figure(step: dict[str, Any]) -> str:
@@ -123,17 +148,20 @@ def build(
     out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
     shape_gpus: int = ShapeGpusOption,
     stages: str = StageOption,
+    gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Write report.html (self-contained) and report.json from the store."""
-    from rackscale.report import build_report
+    """Write report.html (self-contained), report.json, disclosure.json and the evidence
+    bundle (evidence/) from the store."""
+    from rackscale.report import build_report, check_price
 
     shape = _shape(shape_gpus, stages)
     check_out_dir(out)
-    built = build_report(Store(db), out, shape=shape)
+    built = build_report(Store(db), out, shape=shape, gpu_hour_price=check_price(gpu_hour_price))
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
-                   "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"]})
+                   "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"],
+                   "evidence": built.doc["evidence"], "cost": built.doc.get("cost")})
         return
     print_ledger(built.doc)
     console.print(f"wrote {built.json_path} and [bold]{built.html_path}[/] in "
@@ -145,16 +173,19 @@ def show(
     db: str | None = DbOption,
     shape_gpus: int = ShapeGpusOption,
     stages: str = StageOption,
+    gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Print the ledger: headline GPUs down to expected goodput, with reasons and sources."""
-    from rackscale.report import report_document
+    from rackscale.report import check_price, report_document
 
-    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages))
+    doc, _ = report_document(Store(db), shape=_shape(shape_gpus, stages),
+                             gpu_hour_price=check_price(gpu_hour_price))
     if as_json:
         emit_json({"fleet": doc["fleet"], "job_shape": doc["job_shape"],
-                   "ledger": doc["ledger"], "reasons": doc["reasons"],
-                   "warnings": doc["warnings"]})
+                   "ledger": doc["ledger"], "job_shapes": doc["job_shapes"],
+                   "reasons": doc["reasons"],
+                   "warnings": doc["warnings"], "cost": doc.get("cost")})
         return
     print_ledger(doc)
 
@@ -182,6 +213,66 @@ def validate(
     console.print(f"[green]ok[/] {file} matches schema {doc.get('schema_version')}")
 
 
+def _report_file(path: Path) -> dict[str, Any]:
+    doc = load_json(read_text(path, "report.json", error=ReportFileError), str(path),
+                    error=ReportFileError)
+    if not isinstance(doc, dict):
+        raise ReportFileError(f"{path}: a report.json is a JSON object; this file holds "
+                              f"{type(doc).__name__}")
+    return doc
+
+
+def print_diff(diff: dict[str, Any]) -> None:
+    """The diff in the terminal: ledger steps that changed (with the reason codes that moved),
+    then findings new and cleared, racks and job shapes that changed."""
+    old, new = diff["old"], diff["new"]
+    console.print(f"[bold]report diff[/] {escape(str(old['fleet']))}: events up to seq "
+                  f"{old['last_event_seq']} -> {new['last_event_seq']}", highlight=False)
+    if diff["empty"]:
+        console.print("no changes: same ledger, findings, racks and job shapes")
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="ledger")
+    for col, just in (("step", "left"), ("before", "right"), ("now", "right"),
+                      ("change", "right"), ("why (GPUs lost by reason, change)", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for s in diff["ledger"]:
+        why = "\n".join(f"{c} {d:+,g}" for c, d in s["lost_delta"].items())
+        table.add_row(escape(SHORT.get(s["key"], s["label"])), _fmt(s["old"]), _fmt(s["new"]),
+                      f"{s['delta']:+,g}", escape(why) or "-")
+    if diff["ledger"]:
+        console.print(table)
+    for key, title in (("findings_new", "new finding"), ("findings_cleared",
+                                                         "cleared finding")):
+        for f in diff[key]:
+            console.print(f"{title}: {escape(f['component'])} {escape(f['kind'])} "
+                          f"({f['verdict']}, {f['dropped_gpus']} GPUs dropped)",
+                          highlight=False)
+    for r in diff["racks"]:
+        console.print(f"rack {escape(r['id'])}: {r['change']} ({r['old_state']} -> "
+                      f"{r['new_state']}, certified {r['old_usable']} -> {r['new_usable']})",
+                      highlight=False)
+    for s in diff["job_shapes"]:
+        console.print(f"job shape {escape(s['name'])} ({escape(s['template'])}): certified "
+                      f"{s['old']:,} -> {s['new']:,} ({s['delta']:+,})", highlight=False)
+
+
+@app.command()
+def diff(
+    old: Path = typer.Argument(..., metavar="OLD", help="The earlier report.json."),
+    new: Path = typer.Argument(..., metavar="NEW", help="The later report.json."),
+    as_json: bool = JsonOption,
+) -> None:
+    """What changed between two reports and why: ledger deltas per step with their reason
+    codes, findings new and cleared, racks that changed, job shapes."""
+    from rackscale.report import diff_documents
+
+    result = diff_documents(_report_file(old), _report_file(new))
+    if as_json:
+        emit_json(result)
+        return
+    print_diff(result)
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of report.json."""
@@ -192,9 +283,14 @@ def schema() -> None:
 
 def step_report(ctx: DemoContext) -> None:
     """Demo step: build the report into the data dir, print the ledger and where it is."""
+    from rackscale.cli.statement import demo_statement
     from rackscale.report import build_report
 
-    built = build_report(ctx.store, ctx.data_dir / "report")
+    ckpt = ctx.results.get("checkpoint")
+    # The demo's checkpoint save/restore was measured on this host; it joins the evidence.
+    extra = {"checkpoint": ckpt | {"where": "rackscale demo, this host", "on": "checkpoint "
+                                   f"tiers under {ctx.data_dir}/checkpoints"}} if ckpt else None
+    built = build_report(ctx.store, ctx.data_dir / "report", extra=extra)
     doc = built.doc
     print_ledger(doc)
     steps = {s["key"]: s for s in doc["ledger"]}
@@ -205,6 +301,8 @@ def step_report(ctx: DemoContext) -> None:
         f"{doc['job_shape']['name']} -> {_figure(good)} expected under failures "
         f"({share:.0%} of headline); {len(doc['findings'])} findings; report built in "
         f"{built.seconds:.2f} s (measured)", highlight=False, markup=False)
+    verified = demo_statement(ctx.data_dir, ctx.data_dir / "report")
     console.print(f"report: [bold]{built.html_path.resolve()}[/]")
     ctx.results["report"] = {"html": str(built.html_path), "json": str(built.json_path),
-                             "ledger": {k: s["count"] for k, s in steps.items()}}
+                             "ledger": {k: s["count"] for k, s in steps.items()},
+                             "evidence_root": doc["evidence"]["root"], "verified": verified}

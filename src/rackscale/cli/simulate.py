@@ -25,6 +25,29 @@ from rackscale.cli._common import (
     seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
+from rackscale.cli.storage import (
+    CacheOpt,
+    CkptSizeOpt,
+    OutageOpt,
+    PriceOpt,
+    RegionLossOpt,
+    ReplOpt,
+    StorageOpt,
+    WhatifDaysOpt,
+    WhatifIntervalsOpt,
+    WhatifModelOpt,
+    WhatifRecordOpt,
+    WhatifRefOpt,
+    WhatifRegionLossOpt,
+    WhatifRestartOpt,
+    WhatifSeedOpt,
+    WhatifStorageOpt,
+    WhatifTrialsOpt,
+    label_storage,
+    print_storage,
+    run_whatif,
+    storage_config,
+)
 from rackscale.errors import UserError
 from rackscale.simulate import (
     SIMULATED,
@@ -117,17 +140,21 @@ def run_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
+    region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
+    local_cache: bool = CacheOpt, replication: bool = ReplOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.run event (--db)."),
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, locals())
+    cfg = storage_config(_config(shape, locals()), shape, locals())
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
+    result = label_storage(result, cfg)
     if store is not None:
         store.append_event(shape.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
@@ -154,6 +181,7 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
         f"on {where}, "
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
+    print_storage(r)
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
     console.print(
         "goodput = scheduling x runtime x program = "
@@ -195,6 +223,9 @@ def sweep_cmd(
     straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
     rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
     rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
+    region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
+    local_cache: bool = CacheOpt, replication: bool = ReplOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.sweep event (--db): "
                                 "the report's sweep section shows the latest one."),
     db: str | None = DbOption, as_json: bool = JsonOption,
@@ -206,7 +237,7 @@ def sweep_cmd(
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     shape = _fleet(fleet, db, pool)
-    cfg = _config(shape, locals())
+    cfg = storage_config(_config(shape, locals()), shape, locals())
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
@@ -271,3 +302,18 @@ def step_simulate(ctx: DemoContext) -> None:
     ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
                            reason="rackscale demo")
     ctx.results["simulate"] = result
+
+
+@app.command("storage-whatif")
+def storage_whatif_cmd(
+    storage: Path = WhatifStorageOpt, fleet: str | None = FleetOption,
+    pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
+    ckpt_size: str | None = CkptSizeOpt, days: float = WhatifDaysOpt,
+    trials: int = WhatifTrialsOpt, seed: int = WhatifSeedOpt, failure_model: str = WhatifModelOpt,
+    intervals: str = WhatifIntervalsOpt, ckpt_interval: float = WhatifRefOpt,
+    restart: float = WhatifRestartOpt, region_loss_per_year: float = WhatifRegionLossOpt,
+    region_outage: float = OutageOpt, gpu_hour_price: float = PriceOpt,
+    record: bool = WhatifRecordOpt, db: str | None = DbOption, as_json: bool = JsonOption,
+) -> None:
+    """Same failures with/without local cache and cross-region replication, per interval."""
+    run_whatif(locals())

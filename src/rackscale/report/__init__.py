@@ -5,6 +5,9 @@ Reads the store only (inventory + event log, docs/contracts.md); writes report.j
 """
 
 from rackscale.report.build import BuiltReport, build_report, report_document
+from rackscale.report.cost import check_price
+from rackscale.report.diff import ReportDiffError, diff_documents
+from rackscale.report.disclosure import DISCLOSURE_VERSION, disclosure_schema, validate_disclosure
 from rackscale.report.document import (
     SCHEMA_VERSION,
     build_document,
@@ -14,13 +17,50 @@ from rackscale.report.document import (
 from rackscale.report.ledger import JobShape, JobShapeError, Ledger, Step, build_ledger
 from rackscale.report.page import render_html
 from rackscale.report.reasons import REASONS, describe
+from rackscale.report.redact import load_redaction_key, redact_bundle, write_redaction_key
 from rackscale.report.rules import FAULT_RULES, FaultRule, rule_for
+from rackscale.report.sign import keygen, sign_bundle
+from rackscale.report.statement import stamp_page
 from rackscale.report.states import RACK_STATES, TRAY_STATES
 from rackscale.report.storeview import ReportInputError, StoreView, collect
+from rackscale.report.verify import Verification, verify_bundle
 
 __all__ = [
-    "FAULT_RULES", "RACK_STATES", "REASONS", "SCHEMA_VERSION", "TRAY_STATES", "BuiltReport",
-    "FaultRule", "JobShape", "JobShapeError", "Ledger", "ReportInputError", "Step",
-    "StoreView", "build_document", "build_ledger", "build_report", "collect", "describe",
-    "render_html", "report_document", "report_schema", "rule_for", "validate_document",
+    "DISCLOSURE_VERSION",
+    "FAULT_RULES",
+    "RACK_STATES",
+    "REASONS",
+    "SCHEMA_VERSION",
+    "TRAY_STATES",
+    "BuiltReport",
+    "FaultRule",
+    "JobShape",
+    "JobShapeError",
+    "Ledger",
+    "ReportDiffError",
+    "ReportInputError",
+    "Step",
+    "StoreView",
+    "Verification",
+    "build_document",
+    "build_ledger",
+    "build_report",
+    "check_price",
+    "collect",
+    "describe",
+    "diff_documents",
+    "disclosure_schema",
+    "keygen",
+    "load_redaction_key",
+    "redact_bundle",
+    "render_html",
+    "report_document",
+    "report_schema",
+    "rule_for",
+    "sign_bundle",
+    "stamp_page",
+    "validate_disclosure",
+    "validate_document",
+    "verify_bundle",
+    "write_redaction_key",
 ]

@@ -9,7 +9,7 @@ digital twin, or nothing ("not_run": the count is carried through and flagged).
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ import numpy as np
 from rackscale.certify import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
 from rackscale.provenance import Provenance
+from rackscale.report.rackrows import RackInputs, rack_rows
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 from rackscale.report.storeview import StoreView
@@ -94,13 +95,11 @@ def _basis_of(backend: Any) -> Basis:
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
-    seen = set()
-    for ev in view.states.values():
-        p = ev.payload
-        if p.get("simulated") is True:
-            seen.add(Provenance.TWIN)
-        else:
-            seen.add(Provenance.parse(p.get("backend") or p.get("driver_backend")))
+    # distinct raw values first: 34k states at 128k GPUs carry two or three
+    raw = {True if ev.payload.get("simulated") is True else
+           (ev.payload.get("backend") or ev.payload.get("driver_backend"))
+           for ev in view.states.values()}
+    seen = {Provenance.TWIN if r is True else Provenance.parse(r) for r in raw}
     # One basis only when every state came from the same kind of hardware.
     return _basis_of(seen.pop()) if len(seen) == 1 else "recorded"
 
@@ -156,6 +155,11 @@ class _LedgerBuild:
         self.healthy_alive = self.mask.alive.copy()
         self.domain_ok: list[bool] = []
         self.domain_certified: list[bool] = []
+        # GPU numbers of each NVLink domain, found once (one scan per domain is quadratic)
+        order = np.argsort(self.topo.gpu_domain, kind="stable")
+        bounds = np.searchsorted(self.topo.gpu_domain[order], np.arange(len(self.topo.domains)
+                                                                        + 1))
+        self.domain_gpus = [order[bounds[d]:bounds[d + 1]] for d in range(len(self.topo.domains))]
 
     def record(self, key: str, label: str, reason: str, basis: Basis, source: str,
                lost: Counter[str], **extra: Any) -> Step:
@@ -302,7 +306,7 @@ class _LedgerBuild:
         topo, mask = self.topo, self.mask
         lost: Counter[str] = Counter()
         for d in range(len(topo.domains)):
-            gpus = np.flatnonzero(topo.gpu_domain == d)
+            gpus = self.domain_gpus[d]
             if d in self.degraded_domains and mask.alive[gpus].any():
                 code = f"domain_degraded:{self.degraded_domains[d]}"
                 lost[code] += mask.drop(gpus, code)
@@ -321,7 +325,7 @@ class _LedgerBuild:
         lost: Counter[str] = Counter()
         results = {e.component_id: e.payload for e in self.view.results}
         for d, dom in enumerate(topo.domains):
-            gpus = np.flatnonzero(topo.gpu_domain == d)
+            gpus = self.domain_gpus[d]
             if not self.domain_ok[d]:
                 self.domain_certified.append(False)
                 continue
@@ -458,41 +462,8 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
 
 def _rack_rows(build: _LedgerBuild) -> list[dict[str, Any]]:
     """Per rack and tray: states, healthy and usable GPUs, findings (the report's rack table)."""
-    topo, mask, healthy = build.topo, build.mask, build.healthy_alive
-    tray_state, rack_state, flagged = build.tray_state, build.rack_state, build.flagged
-    domain_ok, domain_certified = build.domain_ok, build.domain_certified
-    by_tray: dict[str, list[str]] = defaultdict(list)
-    by_rack: dict[str, list[str]] = defaultdict(list)
-    for f in build.findings:
-        cid = f["component"]
-        holder = topo.holder(cid) if cid in topo.index else None
-        if holder is None or holder.rack is None:
-            continue
-        if holder.tray is not None:
-            by_tray[holder.tray].append(f["kind"])
-        else:
-            by_rack[holder.rack].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
-    rows = []
-    for rack in topo.racks:
-        gpus = np.arange(rack.gpu_first, rack.gpu_end)
-        trays = []
-        for tray in np.unique(topo.gpu_tray[gpus]).tolist():
-            tg = gpus[topo.gpu_tray[gpus] == tray]
-            tid = topo.ids[tray]
-            reasons = Counter(mask.reason[g] for g in tg.tolist() if mask.reason[g] != "ok")
-            trays.append({"id": tid, "name": tid.rsplit("/", 1)[-1], "state": tray_state[tray],
-                          "gpus": int(tg.size), "healthy_gpus": int(healthy[tg].sum()),
-                          "usable_gpus": int(mask.alive[tg].sum()),
-                          "flagged": bool(flagged[tg].any()),
-                          "findings": by_tray.get(tid, []),
-                          "reasons": dict(reasons)})
-        doms = sorted(set(topo.gpu_domain[gpus].tolist()))
-        rows.append({"id": rack.id, "region": rack.region, "template": rack.template.name,
-                     "state": rack_state[rack.id], "gpus": int(gpus.size),
-                     "healthy_gpus": int(healthy[gpus].sum()),
-                     "usable_gpus": int(mask.alive[gpus].sum()),
-                     "domains_healthy": sum(domain_ok[d] for d in doms),
-                     "domains_certified": sum(domain_certified[d] for d in doms),
-                     "domains": len(doms), "findings": by_rack.get(rack.id, []),
-                     "trays": trays})
-    return rows
+    return rack_rows(RackInputs(
+        topo=build.topo, alive=build.mask.alive, healthy=build.healthy_alive,
+        flagged=build.flagged, reason=build.mask.reason, tray_state=build.tray_state,
+        rack_state=build.rack_state, domain_ok=build.domain_ok,
+        domain_certified=build.domain_certified, findings=build.findings))

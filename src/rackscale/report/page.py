@@ -8,17 +8,22 @@ from html import escape
 from typing import Any
 
 from rackscale.provenance import Provenance
-from rackscale.report import plots
+from rackscale.report import fmt, plots
 from rackscale.report.ledger import failure_goodput
+from rackscale.report.page_changes import changes_section
+from rackscale.report.page_events import coverage, lifecycle
+from rackscale.report.page_fleet import (
+    FINDINGS_SHOWN,
+    FLEET_CSS,
+    finding_groups,
+    overview,
+    rack_groups,
+    rack_map,
+    state_css,
+)
+from rackscale.report.statement_page import statement_html
+from rackscale.report.storage import render_storage
 
-STATE_COLORS = {
-    "production": "#2f9e44", "certified": "#40c057", "burn_in": "#74c0fc",
-    "firmware": "#4dabf7", "powered": "#339af0", "onboard": "#a5d8ff", "seatrial": "#74c0fc",
-    "degraded": "#fcc419", "draining": "#ffd43b", "triage": "#ff922b", "repair": "#e8590c",
-    "maintenance": "#adb5bd", "isolated": "#c92a2a", "rma": "#862e9c", "retired": "#495057",
-    "received": "#dee2e6", "cabled": "#ced4da", "cooling_verified": "#a9e34b",
-}
-NO_STATE = "#f1f3f5"
 BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
               "simulated": "simulated (twin)", "recorded": "recorded events",
               "not_run": "not run"}
@@ -26,41 +31,48 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#212529;
 background:#f8f9fa}
-main{max-width:1180px;margin:0 auto;padding:24px}
-h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:28px 0 10px;border-bottom:2px solid
+main{max-width:1180px;margin:0 auto;padding:16px 24px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:19px;margin:24px 0 10px;border-bottom:2px solid
 #dee2e6;padding-bottom:4px}
 .sub{color:#495057}.card{background:#fff;border:1px solid #dee2e6;border-radius:8px;padding:14px
 ;margin:10px 0}
 table{border-collapse:collapse;width:100%;background:#fff}th,td{border-bottom:1px solid #e9ecef;
 padding:5px 8px;text-align:left;vertical-align:top}th{background:#f1f3f5;font-weight:600}
+caption{text-align:left;font-weight:600;padding:4px 0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.basis{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;color:#fff}
-.b-spec,.b-inventory,.b-recorded{background:#4c6ef5}.b-measured{background:#2b8a3e}
-.b-simulated{background:#e67700}.b-not_run{background:#868e96}
-.notrun{color:#868e96;font-style:italic}
+tr.headline td{background:#e7f5ff;font-weight:600}
+.basis{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;color:#000}
+.b-spec{background:#0072b2;color:#fff}.b-inventory{background:#56b4e9}
+.b-recorded{background:#cc79a7}.b-measured{background:#009e73}.b-simulated{background:#e69f00}
+.b-not_run{background:#ddd}
+.notrun{color:#5c636a;font-style:italic}
 .warn{background:#fff3bf;border:1px solid #fcc419;border-radius:6px;padding:6px 10px;margin:6px 0}
 img.plot{max-width:100%;height:auto;display:block}
-#rack-map{display:flex;flex-wrap:wrap;gap:12px}
+.overview{display:grid;grid-template-columns:3fr 2fr;gap:12px;align-items:start}
 .rack{background:#fff;border:1px solid #ced4da;border-radius:8px;padding:8px;width:205px}
 .rack h3{font-size:13px;margin:0 0 4px}
-.badge{font-size:11px;border-radius:8px;padding:0 6px;color:#212529}
+.badge{font-size:11px;border-radius:8px;padding:0 6px}
 .trays{display:grid;grid-template-columns:repeat(3,1fr);gap:3px}
 .tray{height:22px;border-radius:3px;font-size:10px;text-align:center;line-height:22px;
-border:2px solid transparent;color:#212529}
-.tray.flagged{border:2px dashed #f08c00}.tray.finding{border:2px solid #e03131;font-weight:700}
-.tray.lost{background-image:repeating-linear-gradient(45deg,rgba(0,0,0,.18) 0 3px,transparent
+border:2px solid transparent}
+.tray.flagged{border:2px dashed #0072b2}.tray.finding{border:3px solid #d55e00;font-weight:700}
+.tray.lost{background-image:repeating-linear-gradient(45deg,rgba(0,0,0,.22) 0 3px,transparent
 3px 7px)}
-.rackfind{font-size:11px;color:#c92a2a;margin-top:4px}
+.rackfind{font-size:11px;color:#a33b00;margin-top:4px}
 .legend span{display:inline-block;margin:2px 8px 2px 0;font-size:12px}
 .legend i{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:4px;
 vertical-align:-2px}
-pre{white-space:pre-wrap;font-size:11px;margin:0;max-width:420px}
+pre{white-space:pre-wrap;font-size:11px;margin:0;max-width:640px}
 .stage-pass{background:#d3f9d8}.stage-miss{background:#ffe3e3}
+ol.timeline{list-style:none;padding-left:8px;margin:4px 0}ol.timeline li{margin:2px 0}
+ol.timeline details{display:inline-block;margin-left:6px}ol.timeline summary{font-size:12px;
+cursor:pointer;color:#0b5394}
+.up{color:#1b6e3a}.down{color:#a33b00}
 """
 
 
 def _fmt(n: float) -> str:
-    return f"{n:,.1f}" if float(n) % 1 else f"{int(n):,}"
+    return fmt.count(n)
 
 
 def _basis(b: str) -> str:
@@ -80,53 +92,46 @@ def _ledger(doc: dict[str, Any]) -> str:
         rows.append(
             f'<tr data-step="{escape(s["key"])}"><td>{escape(s["label"])}{note}</td>'
             f'<td class="num">{_fmt(s["count"])}{ci}</td><td class="num">{delta}</td>'
-            f'<td>{lost or "—"}</td><td><code>{escape(s["reason"])}</code></td>'
-            f'<td>{_basis(s["basis"])}<br><small>{escape(s["source"])}</small></td></tr>')
+            f'<td>{lost or "—"}</td><td>{_basis(s["basis"])} <code>{escape(s["reason"])}</code>'
+            f'<details><summary>source</summary><small>{escape(s["source"])}</small></details>'
+            '</td></tr>')
         prev = float(s["count"])
-    return ('<table id="ledger"><thead><tr><th>step</th><th>GPUs</th><th>lost</th>'
-            '<th>lost by reason</th><th>reason</th><th>basis and source</th></tr></thead>'
+    return ('<table id="ledger"><thead><tr><th scope="col">step</th><th scope="col">GPUs</th>'
+            '<th scope="col">lost</th><th scope="col">lost by reason</th><th scope="col">'
+            'basis, reason and source</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _rack_map(doc: dict[str, Any]) -> str:
-    cards = []
-    for r in doc["racks"]:
-        state = r["state"]
-        rc = STATE_COLORS.get(state or "", NO_STATE)
-        trays = []
-        for t in r["trays"]:
-            color = STATE_COLORS.get(t["state"] or state or "", NO_STATE)
-            cls = ["tray"]
-            if t["findings"]:
-                cls.append("finding")
-            if t["healthy_gpus"] < t["gpus"]:
-                cls.append("lost")
-            if t["flagged"]:
-                cls.append("flagged")
-            tip = (f'{t["id"]}: state {t["state"] or "(rack)"}; healthy {t["healthy_gpus"]}/'
-                   f'{t["gpus"]}, certified {t["usable_gpus"]}; findings: '
-                   f'{", ".join(t["findings"]) or "none"}; {json.dumps(t["reasons"])}')
-            trays.append(f'<div class="{" ".join(cls)}" style="background-color:{color}" '
-                         f'title="{escape(tip)}" data-tray="{escape(t["id"])}">'
-                         f'{escape(t["name"])} {t["healthy_gpus"]}/{t["gpus"]}</div>')
-        rf = "".join(f'<div class="rackfind">⚠ {escape(f)}</div>' for f in r["findings"])
-        cards.append(
-            f'<div class="rack" data-rack="{escape(r["id"])}"><h3>{escape(r["id"])} '
-            f'<span class="badge" style="background:{rc}">{escape(state or "no state")}</span>'
-            f'</h3><div class="sub" style="font-size:11px">healthy {r["healthy_gpus"]}/'
-            f'{r["gpus"]} · certified {r["usable_gpus"]} ({r["domains_certified"]}/'
-            f'{r["domains"]} domains)</div>'
-            f'<div class="trays">{"".join(trays)}</div>{rf}</div>')
-    used = sorted({r["state"] for r in doc["racks"] if r["state"]}
-                  | {t["state"] for r in doc["racks"] for t in r["trays"] if t["state"]})
-    legend = "".join(f'<span><i style="background:{STATE_COLORS.get(s, NO_STATE)}"></i>'
-                     f'{escape(s)}</span>' for s in used)
-    legend += (f'<span><i style="background:{NO_STATE}"></i>no lifecycle state</span>'
-               '<span><i style="border:2px solid #e03131"></i>finding on the tray</span>'
-               '<span><i style="border:2px dashed #f08c00"></i>flagged (degraded, counted)'
-               '</span><span><i class="tray lost" style="background-color:#dee2e6"></i>'
-               'GPUs not healthy (tray label: healthy/total)</span>')
-    return f'<div class="legend">{legend}</div><div id="rack-map">{"".join(cards)}</div>'
+def _shapes(doc: dict[str, Any]) -> str:
+    """The job shapes side by side; the row the headline uses is marked."""
+    shapes = doc.get("job_shapes") or []
+    if not shapes:
+        return ""
+    rows = []
+    for s in shapes:
+        ci = (f'<br><small>95% CI {_fmt(s["expected_ci95"][0])} – '
+              f'{_fmt(s["expected_ci95"][1])}</small>' if s.get("expected_ci95") else "")
+        mark = " (headline)" if s["headline"] else ""
+        cls = ' class="headline"' if s["headline"] else ""
+        rows.append(
+            f'<tr data-shape="{escape(s["name"])}"{cls}>'
+            f'<td><code>{escape(s["name"])}</code>{escape(mark)}<br><small>'
+            f'{escape(s["label"])}</small></td><td>{escape(s["template"])}</td>'
+            f'<td class="num">{s["gpus_per_job"]:,}</td><td class="num">{s["jobs"]:,}</td>'
+            f'<td class="num">{_fmt(s["certified_gpus"])}</td>'
+            f'<td class="num">{_fmt(s["expected_gpus"])}{ci}</td>'
+            f'<td>{_basis(s["basis"])} {_basis(s["goodput_basis"])}</td></tr>')
+    return ('<table id="job-shapes"><caption>Job shapes side by side: certified GPUs and '
+            'expected goodput for each kind of job, from the same evidence</caption><thead>'
+            '<tr><th scope="col">job shape</th><th scope="col">rack template</th>'
+            '<th scope="col">GPUs per job</th><th scope="col">jobs that fit</th>'
+            '<th scope="col">certified GPUs</th><th scope="col">expected under failures</th>'
+            '<th scope="col">basis (certified, goodput)</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table><p class="sub">A domain shape needs its '
+            'NVLink domain free of domain-wide findings and its certify.result passed; the '
+            '"trays out" shapes run on the healthy trays of such a domain. Tray shapes count '
+            'whole healthy trays (nodes) whose certify.result passed. Expected goodput applies '
+            'the simulated ETTR of the latest simulation to every shape.</p>')
 
 
 EVIDENCE_KEYS = ("value", "unit", "rel", "reference", "baseline", "flow_lpm", "required_lpm")
@@ -144,66 +149,26 @@ def _findings(doc: dict[str, Any]) -> str:
         return '<p class="notrun" id="findings">certification not run: no findings</p>'
     if not doc["findings"]:
         return '<p id="findings">the latest certification run found no faults</p>'
+    ordered = sorted(doc["findings"], key=lambda f: (-f["dropped_gpus"], f["component"]))
+    shown = ordered[:FINDINGS_SHOWN]
     rows = "".join(
         f'<tr><td><code>{escape(f["component"])}</code></td><td>{escape(f["kind"])}</td>'
         f'<td>{escape(str(f["stage"]))}</td><td>{escape(str(f["verdict"]))}</td>'
-        f'<td class="num">{escape(str(f["confidence"]))}</td><td>{escape(f["action"])}: '
+        f'<td class="num">{escape(_num(f["confidence"]))}</td><td>{escape(f["action"])}: '
         f'{escape(f["rule"])}</td><td class="num">{f["affected_gpus"]} / {f["dropped_gpus"]}</td>'
         f'<td>{_basis((Provenance.parse(f["backend"]) or Provenance.TWIN).basis)}</td>'
         f'<td>{_evidence(f["evidence"])}</td></tr>'
-        for f in doc["findings"])
-    return ('<table id="findings"><thead><tr><th>component</th><th>kind</th><th>stage</th>'
-            '<th>verdict</th><th>confidence</th><th>ledger rule</th><th>GPUs affected / '
-            'dropped at this step</th><th>basis</th><th>evidence</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table>')
-
-
-def _coverage(doc: dict[str, Any]) -> str:
-    cov = doc["coverage"]
-    if cov["status"] == "not_run":
-        return '<p class="notrun" id="coverage">certification not run: no stage ran anywhere</p>'
-    racks = [r for r in cov["rows"] if r["kind"] == "rack"]
-    by_rack: dict[str, list[dict[str, Any]]] = {}
-    for t in cov["rows"]:
-        if t["kind"] != "rack":
-            by_rack.setdefault(t["component"].rsplit("/", 1)[0], []).append(t)
-    stages = cov["stages"]
-    head = "".join(f"<th>{escape(s)}</th>" for s in stages)
-    body = []
-    for r in racks:
-        tr = by_rack.get(r["component"], [])
-        cells = "".join(
-            f'<td class="{"stage-pass" if s in r["stages_passed"] else "stage-miss"}">'
-            f'{"rack ✓" if s in r["stages_passed"] else "rack –"}'
-            f' · trays {sum(s in t["stages_passed"] for t in tr)}/{len(tr)}</td>'
-            for s in stages)
-        body.append(f'<tr><td><code>{escape(r["component"])}</code></td>'
-                    f'<td>{escape(r["verdict"])}</td>{cells}</tr>')
-    verdicts = ", ".join(f"{k}: {v}" for k, v in cov.get("verdicts", {}).items())
-    return (f'<p>results: {escape(verdicts)}</p><table id="coverage"><thead><tr><th>rack</th>'
-            f'<th>verdict</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
-
-
-def _lifecycle(doc: dict[str, Any]) -> str:
-    lc = doc["lifecycle"]
-    if lc["status"] == "not_run":
-        return '<p class="notrun" id="lifecycle">lifecycle not run: no lifecycle events</p>'
-    counts = ", ".join(f"{k}: {v}" for k, v in lc["by_kind"].items())
-    racks = ", ".join(f"{k}: {v}" for k, v in lc["rack_states"].items())
-    trays = ", ".join(f"{k}: {v}" for k, v in lc["tray_states"].items()) or "none"
-    shown = [e for e in lc["events"] if e["kind"] != "lifecycle.transition"
-             or e["component"].count("/") <= 1][-60:]
-    rows = "".join(
-        f'<tr><td class="num">{e["seq"]}</td><td>{escape(e["time"][:19])}</td>'
-        f'<td><code>{escape(e["component"])}</code></td><td>{escape(e["kind"])}</td>'
-        f'<td>{escape(json.dumps(e["payload"], default=str))}</td>'
-        f'<td>{escape(e["actor"])}: {escape(e["reason"])}</td></tr>' for e in shown)
-    return (f'<p>{lc["events_total"]} events ({escape(counts)}). Racks by state: '
-            f'{escape(racks)}. Trays by state: {escape(trays)}.</p><table id="lifecycle">'
-            '<thead><tr><th>seq</th><th>time (UTC)</th><th>component</th><th>kind</th>'
-            f'<th>payload</th><th>actor: reason</th></tr></thead><tbody>{rows}</tbody></table>'
-            '<p class="sub">Rack transitions and all interlock and Slurm events, newest 60; '
-            'tray transitions are counted above and kept in report.json.</p>')
+        for f in shown)
+    more = "" if len(shown) == len(ordered) else (
+        f" (the {len(shown)} that drop the most GPUs; all {len(ordered):,} are in report.json)")
+    opened = " open" if len(ordered) <= 12 else ""
+    return (finding_groups(doc) + f'<details id="findings-all"{opened}>'
+            f'<summary>every finding with its evidence{escape(more)}</summary>'
+            '<table id="findings"><thead><tr><th scope="col">component</th><th scope="col">'
+            'kind</th><th scope="col">stage</th><th scope="col">verdict</th><th scope="col">'
+            'confidence</th><th scope="col">ledger rule</th><th scope="col">GPUs affected / '
+            'dropped at this step</th><th scope="col">basis</th><th scope="col">evidence</th>'
+            f'</tr></thead><tbody>{rows}</tbody></table></details>')
 
 
 def _goodput(doc: dict[str, Any]) -> str:
@@ -214,12 +179,12 @@ def _goodput(doc: dict[str, Any]) -> str:
     p = sim["payload"]
     found = failure_goodput(p)
     ettr = "no ETTR in the run" if found is None else (
-        f"{found[0]:.4f}" + ("" if found[1] is None else
-                             f" [{found[1][0]:.4f}, {found[1][1]:.4f}]") + f" ({found[2]})")
+        fmt.number(found[0]) + ("" if found[1] is None else
+                                " " + fmt.interval(*found[1])) + f" ({found[2]})")
     good = p.get("goodput") or {}
     good_ci = p.get("goodput_ci95") or {}
     goodput = ", ".join(
-        f"{k} {_num(v)}" + (f" ± {_num(good_ci[k])}" if k in good_ci else "")
+        f"{k} {fmt.plus_minus(v, good_ci[k]) if k in good_ci else _num(v)}"
         for k, v in good.items())
     facts = [("ETTR (mean, 95% CI)", ettr),
              ("goodput (mean ± 95% CI)", goodput or "—"),
@@ -267,9 +232,7 @@ def _sweep(doc: dict[str, Any], run: dict[str, Any]) -> str:
 
 
 def _num(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "—" if v is None else str(v)
+    return fmt.number(v)
 
 
 def _method(doc: dict[str, Any]) -> str:
@@ -283,40 +246,65 @@ def _method(doc: dict[str, Any]) -> str:
             f'<h3>reason codes</h3><table><tbody>{reasons}</tbody></table>')
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    fleet = doc["fleet"]
-    ledger = doc["ledger"]
+def _summary(doc: dict[str, Any]) -> str:
+    """The headline: what survives, for which job shape (named), and what it rests on."""
+    fleet, ledger = doc["fleet"], doc["ledger"]
     final = ledger[-1]
     cert = next(s for s in ledger if s["key"] == "certified")
-    warn = "".join(f'<div class="warn">{escape(w)}</div>' for w in doc["warnings"])
-    wf = plots.waterfall(ledger)
+    shape = doc["job_shape"]
+    row = next((s for s in doc.get("job_shapes") or [] if s["headline"]), None)
+    what = f' ({escape(row["label"])})' if row else ""
+    others = [s for s in doc.get("job_shapes") or [] if not s["headline"]]
+    best = max(others, key=lambda s: s["expected_gpus"], default=None)
+    also = "" if best is None else (
+        f' Other shapes: up to <b>{_fmt(best["expected_gpus"])}</b> expected for '
+        f'<code>{escape(best["name"])}</code> ({escape(best["label"])}); see job shapes.')
     cert_run = doc["certification"]
     cert_line = "certification not run" if cert_run["status"] == "not_run" else (
         f'certify run {escape(str(cert_run["payload"].get("run_id")))} on backend '
         f'{escape(str(cert_run["payload"].get("backend")))}, seed '
         f'{escape(str(cert_run["payload"].get("seed")))}, faults file '
         f'{escape(str(cert_run["payload"].get("faults_file")))}')
+    warn = "".join(f'<div class="warn">{escape(w)}</div>' for w in doc["warnings"])
+    return (f'<header id="summary"><h1>Usable capacity of {escape(fleet["fleet"])}</h1>'
+            f'<p class="sub" id="headline">{fleet["headline_gpus"]:,} headline GPUs in '
+            f'{fleet["racks"]:,} racks, {fleet["regions"]} regions → <b>{_fmt(cert["count"])}'
+            f'</b> certified for job shape <b><code>{escape(shape["name"])}</code></b>{what} '
+            f'→ <b>{_fmt(final["count"])}</b> expected after failures '
+            f'({_basis(final["basis"])}).{also}<br>{cert_line}. Store {escape(doc["store"])}, '
+            f'events up to seq {doc["last_event_seq"]}, generated '
+            f'{escape(doc["generated_at"][:19])} UTC.</p>{warn}</header>')
+
+
+def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) -> str:
+    """`statement`: the signature and verification status shown with the bundle hash."""
+    fleet = doc["fleet"]
+    wf = plots.waterfall(doc["ledger"])
+    groups = rack_groups(doc)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>rackscale usable capacity: {escape(fleet["fleet"])}</title><style>{CSS}</style></head>
+<title>rackscale usable capacity: {escape(fleet["fleet"])}</title>
+<style>{CSS}{FLEET_CSS}{state_css()}</style></head>
 <body><main>
-<header id="summary"><h1>Usable capacity of {escape(fleet["fleet"])}</h1>
-<p class="sub">{fleet["headline_gpus"]:,} headline GPUs in {fleet["racks"]} racks,
-{fleet["regions"]} regions → <b>{_fmt(cert["count"])}</b> certified for
-{escape(doc["job_shape"]["name"])} →
-<b>{_fmt(final["count"])}</b> expected after failures ({_basis(final["basis"])}).<br>
-{cert_line}. Store {escape(doc["store"])}, events up to seq {doc["last_event_seq"]}, generated
-{escape(doc["generated_at"][:19])} UTC.</p>{warn}</header>
-<section><h2>Ledger: from headline to usable</h2><div class="card">
-<img class="plot" id="waterfall" alt="ledger waterfall" src="data:image/png;base64,{wf}">
-</div>{_ledger(doc)}</section>
-<section><h2>Rack map (lifecycle state, findings)</h2><div class="card">{_rack_map(doc)}</div>
-</section>
+{_summary(doc)}
+{statement_html(doc, statement)}
+<section aria-label="overview"><div class="overview"><div class="card">
+<img class="plot" id="waterfall" alt="ledger waterfall: GPUs left after each step, losses stacked
+above each bar" src="data:image/png;base64,{wf}"></div>
+<div class="card"><h2 style="margin-top:0;font-size:16px">Fleet map</h2>{overview(groups)}</div>
+</div></section>
+<section><h2>Ledger: from headline to usable</h2>{_ledger(doc)}</section>
+<section><h2>Job shapes</h2>{_shapes(doc)}</section>
+{changes_section(doc)}
+<section><h2>Rack map (lifecycle state, findings)</h2><div class="card">
+{rack_map(doc, groups)}</div></section>
 <section><h2>Findings</h2>{_findings(doc)}</section>
-<section><h2>Certification coverage</h2>{_coverage(doc)}</section>
-<section><h2>Lifecycle events</h2>{_lifecycle(doc)}</section>
+<section><h2>Certification coverage</h2>{coverage(doc)}</section>
+<section><h2>Lifecycle events</h2>{lifecycle(doc)}</section>
 <section><h2>ETTR and goodput</h2>{_goodput(doc)}</section>
+<section><h2>Storage: what the local cache and replication buy</h2>
+{render_storage(doc.get("storage") or {})}</section>
 <section><h2>Method</h2>{_method(doc)}</section>
 </main></body></html>
 """

@@ -13,10 +13,14 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
-BASIS_COLORS = {"spec": "#4c6ef5", "inventory": "#4c6ef5", "measured": "#2b8a3e",
-                "simulated": "#e67700", "recorded": "#5c7cfa", "not_run": "#adb5bd"}
-LOSS_COLOR = "#fa5252"
+# Okabe-Ito colours: each basis tellable apart with the common colour-vision deficiencies
+# (and from the loss, which is also hatched).
+BASIS_COLORS = {"spec": "#0072b2", "inventory": "#56b4e9", "measured": "#009e73",
+                "simulated": "#e69f00", "recorded": "#cc79a7", "not_run": "#bbbbbb"}
+LOSS_COLOR = "#d55e00"
+STEP_COLORS = ["#000000", "#0072b2", "#56b4e9", "#cc79a7", "#009e73", "#e69f00", "#d55e00"]
 
 
 def _png(fig: Figure) -> str:
@@ -41,7 +45,8 @@ def waterfall(ledger: list[dict[str, Any]]) -> str:
         if i:
             loss = counts[i - 1] - counts[i]
             if loss > 0:
-                ax.bar(i, loss, bottom=counts[i], color=LOSS_COLOR, width=0.62, alpha=0.55)
+                ax.bar(i, loss, bottom=counts[i], color=LOSS_COLOR, width=0.62, alpha=0.55,
+                       hatch="//", edgecolor="#7a3500", lw=0)
         label_y = counts[i]
         if s.get("ci95"):
             lo, hi = s["ci95"]
@@ -53,11 +58,14 @@ def waterfall(ledger: list[dict[str, Any]]) -> str:
                 fontweight="bold")
     ax.set_xticks(range(len(labels)), labels, rotation=12, ha="right", fontsize=9)
     ax.set_ylabel("GPUs")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(0, top * 1.1)
     ax.spines[["top", "right"]].set_visible(False)
     used = list(dict.fromkeys(s["basis"] for s in ledger))
     handles = [Patch(color=BASIS_COLORS.get(b, "#868e96"), label=b.replace("_", " "))
-               for b in used] + [Patch(color=LOSS_COLOR, alpha=0.55, label="lost at this step")]
+               for b in used]
+    handles.append(Patch(facecolor=LOSS_COLOR, alpha=0.55, hatch="//", edgecolor="#7a3500",
+                         label="lost at this step"))
     ax.legend(handles=handles, fontsize=8, ncol=len(handles), loc="lower center",
               bbox_to_anchor=(0.5, 1.0), frameon=False)
     return _png(fig)
@@ -128,4 +136,30 @@ def lost_hours(sim: dict[str, Any]) -> str | None:
             color=BASIS_COLORS["simulated"])
     ax.set_xlabel("hours lost (simulated)")
     ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig)
+
+
+def history(entries: list[dict[str, Any]]) -> str | None:
+    """Usable GPUs per ledger step over the last reports (oldest left), one line per step."""
+    points = [e for e in entries if isinstance(e.get("ledger"), dict)]
+    if len(points) < 2:
+        return None
+    keys = list(dict.fromkeys(k for e in points for k in e["ledger"]))
+    fig = Figure(figsize=(11.5, 3.0))
+    fig.subplots_adjust(left=0.07, right=0.8, top=0.95, bottom=0.2)
+    ax = fig.add_subplot()
+    xs = list(range(len(points)))
+    markers = "osD^v<>p"
+    for i, key in enumerate(keys):
+        ys = [e["ledger"].get(key) for e in points]
+        ax.plot(xs, ys, marker=markers[i % len(markers)], color=STEP_COLORS[i % len(STEP_COLORS)],
+                label=key, lw=1.5)
+    labels = [str(e.get("generated_at") or "?")[5:16].replace("T", " ") for e in points]
+    ax.set_xticks(xs, labels, rotation=15, ha="right", fontsize=8)
+    ax.set_ylabel("GPUs")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return _png(fig)

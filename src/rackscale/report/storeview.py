@@ -12,9 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import func, select
+
 from rackscale.errors import UserError
 from rackscale.fleet import GPU, FleetSpec, Topology
-from rackscale.store import Event, Store
+from rackscale.store import ComponentRow, Event, EventRow, Store
+
+LIFECYCLE_RECENT = 200  # newest lifecycle events kept in full (the report shows these)
 
 
 class ReportInputError(UserError):
@@ -32,7 +36,11 @@ class StoreView:
     inventory_counts: dict[str, int]
     # component id -> latest lifecycle.transition event of it
     states: dict[str, Event] = field(default_factory=dict)
+    # the newest LIFECYCLE_RECENT lifecycle events, oldest first, and the count of every
+    # lifecycle event by kind (a 128k fleet has hundreds of thousands: never all read)
     lifecycle_events: list[Event] = field(default_factory=list)
+    lifecycle_counts: dict[str, int] = field(default_factory=dict)
+    interlocks: list[Event] = field(default_factory=list)
     certify_run: Event | None = None
     findings: list[Event] = field(default_factory=list)
     results: list[Event] = field(default_factory=list)
@@ -41,6 +49,7 @@ class StoreView:
     # but the report says so rather than stay silent.
     other_simulation: Event | None = None
     simulate_sweep: Event | None = None  # the latest policy sweep of this fleet
+    storage_whatif: Event | None = None  # the latest storage what-if of this fleet
     last_seq: int = 0
 
     def state_of(self, cid: str) -> str | None:
@@ -74,25 +83,63 @@ def _latest(store: Store, kind: str) -> Event | None:
     return found[0] if found else None
 
 
-def _of_run(events: list[Event], run_id: Any) -> list[Event]:
-    return [e for e in events if e.payload.get("run_id") == run_id]
+_COLS = (EventRow.seq, EventRow.time, EventRow.component_id, EventRow.kind, EventRow.payload,
+         EventRow.actor, EventRow.reason)
+
+
+def _rows(store: Store, q: Any) -> list[Event]:
+    """Events of a Core query over `_COLS`: plain rows, no ORM objects (at 128k GPUs the ORM
+    was most of the report's build time)."""
+    with store.engine.connect() as c:
+        return [Event(seq=r[0], time=r[1], component_id=r[2], kind=r[3], payload=r[4] or {},
+                      actor=r[5], reason=r[6]) for r in c.execute(q)]
+
+
+def _latest_transitions(store: Store) -> list[Event]:
+    """The latest lifecycle.transition of every component, in one query."""
+    latest = (select(func.max(EventRow.seq)).where(EventRow.kind == "lifecycle.transition")
+              .group_by(EventRow.component_id))
+    return _rows(store, select(*_COLS).where(EventRow.seq.in_(latest)).order_by(EventRow.seq))
+
+
+def _lifecycle(store: Store, view: StoreView) -> None:
+    is_lc = EventRow.kind.startswith("lifecycle.", autoescape=True)
+    with store.engine.connect() as c:
+        view.lifecycle_counts = {k: int(n) for k, n in c.execute(
+            select(EventRow.kind, func.count()).where(is_lc).group_by(EventRow.kind)
+            .order_by(EventRow.kind))}
+    if not view.lifecycle_counts:
+        return
+    view.states = {e.component_id: e for e in _latest_transitions(store)}
+    recent = _rows(store, select(*_COLS).where(is_lc).order_by(EventRow.seq.desc())
+                   .limit(LIFECYCLE_RECENT))
+    view.lifecycle_events = recent[::-1]
+    view.interlocks = _rows(store, select(*_COLS).where(
+        EventRow.kind == "lifecycle.interlock").order_by(EventRow.seq))
+
+
+def _of_run(store: Store, kind: str, run_id: Any) -> list[Event]:
+    """The events of one kind that carry `run_id`, filtered in the database."""
+    if run_id is None:
+        return []
+    q = select(*_COLS).where(EventRow.kind == kind).order_by(EventRow.seq)
+    q = q.where(EventRow.payload["run_id"].as_string() == str(run_id))
+    return [e for e in _rows(store, q) if e.payload.get("run_id") == run_id]
 
 
 def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     spec, fleet_event = _load_fleet(store, fleet)
     topo = Topology.build(spec)
-    gpus = store.component_ids(kind=GPU)
+    with store.engine.connect() as c:  # Core, not ORM: 128k ids
+        gpus = set(c.scalars(select(ComponentRow.id).where(ComponentRow.kind == GPU)))
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
-    view.lifecycle_events = store.events(kind_prefix="lifecycle.")
-    for ev in view.lifecycle_events:
-        if ev.kind == "lifecycle.transition":
-            view.states[ev.component_id] = ev  # ascending seq: the last one wins
+    _lifecycle(store, view)
     view.certify_run = _latest(store, "certify.run")
     if view.certify_run is not None:
         run_id = view.certify_run.payload.get("run_id")
-        view.findings = _of_run(store.events(kind="certify.finding"), run_id)
-        view.results = _of_run(store.events(kind="certify.result"), run_id)
+        view.findings = _of_run(store, "certify.finding", run_id)
+        view.results = _of_run(store, "certify.result", run_id)
     # A simulation belongs to the fleet it names (its event's component); another fleet's
     # ETTR says nothing about this one.
     view.simulate_run = next(iter(store.events(kind="simulate.run", component_id=spec.name,
@@ -104,6 +151,9 @@ def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     sweeps = store.events(kind="simulate.sweep", component_id=spec.name, newest_first=True,
                           limit=1)
     view.simulate_sweep = sweeps[0] if sweeps else None
+    view.storage_whatif = next(iter(store.events(
+        kind="simulate.storage_whatif", component_id=spec.name, newest_first=True, limit=1)),
+        None)
     newest = store.events(newest_first=True, limit=1)
     view.last_seq = newest[0].seq if newest else 0
     return view

@@ -35,11 +35,19 @@ from rackscale.simulate.results import (
     sweep,
     young_daly,
 )
+from rackscale.simulate.storage import REGION_LOSS, StorageTimes, scale_fits
+from rackscale.simulate.whatif import (
+    SETUPS,
+    SIMULATED_WHATIF,
+    storage_figures,
+    storage_whatif,
+)
 
 __all__ = [
-    "CAUSES", "FAILURE_MODELS", "SIMULATED", "STRAGGLER", "SWEEPS", "Cause", "FailureModel",
-    "FleetShape", "Plan", "SimConfig", "SimulateError", "Tallies", "UnknownFailureModel",
-    "failure_model", "make_config", "meta_ettr", "payload", "plan", "register", "renewal_ettr",
-    "run", "simulate", "summarize", "sweep", "sweep_payload", "write_csv", "write_png",
-    "young_daly",
+    "CAUSES", "FAILURE_MODELS", "REGION_LOSS", "SETUPS", "SIMULATED", "SIMULATED_WHATIF",
+    "STRAGGLER", "SWEEPS", "Cause", "FailureModel", "FleetShape", "Plan", "SimConfig",
+    "SimulateError", "StorageTimes", "Tallies", "UnknownFailureModel", "failure_model",
+    "make_config", "meta_ettr", "payload", "plan", "register", "renewal_ettr", "run", "scale_fits",
+    "simulate", "storage_figures", "storage_whatif", "summarize", "sweep", "sweep_payload",
+    "write_csv", "write_png", "young_daly",
 ]

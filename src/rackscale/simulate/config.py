@@ -23,6 +23,7 @@ from rackscale.simulate.models import (
     Cause,
     failure_model,
 )
+from rackscale.simulate.storage import HOURS_PER_YEAR, REGION_LOSS, StorageTimes, cause_arrays
 
 PosFloat = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
@@ -67,6 +68,9 @@ class SimConfig(BaseModel):
     rack_repair_h: PosFloat = 12.0  # whole-rack repair after escalation (assumption)
     repair_scale: PosFloat = 1.0  # multiplies every per-cause repair time
     mfu: Annotated[float, Field(gt=0, le=1)] = 1.0  # program goodput's model-FLOPs share
+    # Measured checkpoint figures scaled to the job (simulate.storage); None: ckpt_cost_s is the
+    # blocking write and restart_min the whole restart, as typed in.
+    storage: StorageTimes | None = None
 
     @field_validator("failure_model")
     @classmethod
@@ -193,6 +197,11 @@ class Plan:
     u0_h: float
     rack_repair_h: float
     horizon_h: float
+    # Per cause (simulate.storage): the checkpoint restore, extra downtime (a lost region
+    # coming back), and how long after its commit a checkpoint is not yet good for the cause.
+    cause_restore_h: np.ndarray
+    cause_extra_h: np.ndarray
+    cause_exposed_h: np.ndarray
 
     @property
     def job_mtbf_h(self) -> float:
@@ -245,20 +254,36 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
             f"{config.trials} trials of this job need too much memory ({cells:.3g} unit cells, "
             f"{events:.3g} failure draws; limit {MAX_CELLS:.0e}): use fewer --trials or --days")
     slots = unit_trays if escalate == 0 else min(unit_trays, max(escalate, spare_trays + 1))
-    causes = (*model.causes, STRAGGLER)
+    st = config.storage
+    rate = model.rate_per_gpu_h * config.rate_scale * alloc
+    region_rate = st.region_loss_per_year / HOURS_PER_YEAR if st is not None else 0.0
+    shares = np.asarray(model.shares, dtype=float)
+    causes: tuple[Cause, ...] = (*model.causes, STRAGGLER)
+    if region_rate > 0:  # a region loss is one more fail-stop cause, at its own rate
+        causes = (*model.causes, REGION_LOSS, STRAGGLER)
+        shares = np.append(shares * rate, region_rate) / (rate + region_rate)
     detect = [c.detect_min if config.detect_min is None else config.detect_min for c in causes]
     detect[-1] = 0.0  # a straggler's detection latency is straggler_detect_min, before it
-    rate = model.rate_per_gpu_h * config.rate_scale * alloc
+    scope = np.array([SCOPES.index(c.scope) for c in causes], dtype=np.int8)
+    if st is None:
+        zero = np.zeros(len(causes))
+        restore_h, extra_h, exposed_h = zero, zero, zero
+        w_h = config.ckpt_cost_s / 3600
+    else:
+        restore_h, extra_h, exposed_h = cause_arrays(
+            st, scope, np.array([c is REGION_LOSS for c in causes]))
+        w_h = st.blocking_s(config.ckpt_interval_min * 60) / 3600
     return Plan(
         config=config, fleet=fleet, units_job=units_job, units_spare=spares,
         unit_trays=unit_trays, spare_trays=spare_trays, escalate_at=escalate, slots=slots,
-        job_gpus_alloc=alloc, fail_rate_h=rate, slow_rate_h=rate * config.straggler_ratio,
-        causes=causes, cause_p=np.asarray(model.shares, dtype=float),
-        cause_scope=np.array([SCOPES.index(c.scope) for c in causes], dtype=np.int8),
+        job_gpus_alloc=alloc, fail_rate_h=rate + region_rate,
+        slow_rate_h=rate * config.straggler_ratio, causes=causes, cause_p=shares,
+        cause_scope=scope,
         cause_repair_h=np.array([c.repair_h * config.repair_scale for c in causes]),
         cause_detect_h=np.array(detect) / 60,
         slowdown=config.straggler_slowdown, slow_detect_h=config.straggler_detect_min / 60,
-        tau_h=config.ckpt_interval_min / 60, w_h=config.ckpt_cost_s / 3600,
+        tau_h=config.ckpt_interval_min / 60, w_h=w_h,
         u0_h=config.restart_min / 60, rack_repair_h=config.rack_repair_h,
-        horizon_h=config.days * 24,
+        horizon_h=config.days * 24, cause_restore_h=restore_h, cause_extra_h=extra_h,
+        cause_exposed_h=exposed_h,
     )

@@ -19,6 +19,10 @@ The model (the same one `simpy_ref` writes plainly):
 - Fail-slow (straggler) arrivals while running slow the whole job to 1/slowdown until
   straggler detection finds them, which interrupts the job like a tray fault. Any restart
   clears active stragglers.
+- With measured storage figures (`simulate.storage`): each failure adds the restore time of
+  the tier its cause restores from to u0, a lost region keeps the job down until it is back
+  (a wall-clock time), and a failure before the newest checkpoint is durable in that tier
+  loses that checkpoint too (one more interval of work).
 - Failure times, causes and struck units come from per-trial streams drawn up front, so two
   runs with the same seed see the same failures whatever the policy (common random numbers:
   a sweep's points differ only by the policy).
@@ -118,6 +122,14 @@ class _Engine:
         self.ckpt_left = np.zeros(k)
         self.pend_work = np.zeros(k)
         self.pend_wall = np.zeros(k)
+        # The last checkpoint committed since the job last started (work, wall); a failure
+        # while it is not yet durable where the cause restores from rolls it back too.
+        self.last_work = np.zeros(k)
+        self.last_wall = np.zeros(k)
+        self.restore_h = np.zeros(k)  # checkpoint restore of the latest interruption
+        # A lost region is back at a wall-clock time: failures during its outage do not
+        # shorten (or restart) it. 0: no outage.
+        self.region_back = np.zeros(k)
         units = p.units_job + p.units_spare
         self.job_unit = np.tile(np.arange(p.units_job), (k, 1))
         self.in_job = np.zeros((k, units), dtype=bool)
@@ -242,6 +254,9 @@ class _Engine:
         tl.work[j] += n * tau
         tl.useful_wall[j] += n * seg
         tl.checkpoint[j] += n * w
+        whole = n >= 1
+        self.last_work[j[whole]] = tau
+        self.last_wall[j[whole]] = seg[whole]
         r = d3 - n * (seg + w)
         comp = (r < seg) | (w <= 0)
         jc = j[comp]
@@ -256,6 +271,8 @@ class _Engine:
             tl.checkpoint[jk] += into
 
     def _commit(self, i: np.ndarray) -> None:
+        self.last_work[i] = self.pend_work[i]
+        self.last_wall[i] = self.pend_wall[i]
         self.tally.work[i] += self.pend_work[i]
         self.tally.useful_wall[i] += self.pend_wall[i]
         self.pend_work[i] = 0.0
@@ -300,7 +317,8 @@ class _Engine:
         self.phase[r] = RUN
         self.phase_end[r] = np.inf
         self.restart_from[r] = self.t[r]
-        self.run_from[r] = self.t[r] + self.p.u0_h
+        self.run_from[r] = (np.maximum(self.t[r], self.region_back[r]) + self.p.u0_h
+                            + self.restore_h[r])
         self.wait_at[r] = np.inf
         w = i[~ready]
         if w.size:
@@ -311,16 +329,21 @@ class _Engine:
     def _interrupt(self, i: np.ndarray, cause: np.ndarray, unit_u: np.ndarray) -> None:
         p, tl = self.p, self.tally
         tl.interruptions[i, cause] += 1  # one event per trial per step: (i, cause) unique
-        running = i[(self.phase[i] == RUN) & (self.run_from[i] <= self.t[i])]
+        is_run = (self.phase[i] == RUN) & (self.run_from[i] <= self.t[i])
+        running = i[is_run]
         tl.recompute[running] += self.seg_wall[running] + self.pend_wall[running]
-        for a in (self.seg_work, self.seg_wall, self.pend_work, self.pend_wall, self.ckpt_left):
+        self._roll_back(running, cause[is_run])
+        for a in (self.seg_work, self.seg_wall, self.pend_work, self.pend_wall, self.ckpt_left,
+                  self.last_work, self.last_wall):
             a[running] = 0.0
+        self.restore_h[i] = p.cause_restore_h[cause]
+        self.region_back[i] = np.maximum(self.region_back[i], self.t[i] + p.cause_extra_h[cause])
         self.speed[i] = 1.0
         self.slow_found[i] = np.inf
         detected = self.t[i] + p.cause_detect_h[cause]
         self.phase[i] = RUN  # recovering until run_from; DETECT if it lacks a unit, below
         self.restart_from[i] = detected
-        self.run_from[i] = detected + p.u0_h
+        self.run_from[i] = np.maximum(detected, self.region_back[i]) + p.u0_h + self.restore_h[i]
         self.phase_end[i] = np.inf
         self.wait_at[i] = np.inf
         short = self.short[i] > 0
@@ -371,6 +394,20 @@ class _Engine:
             # short of a unit: detect, then fill or wait (no direct restart)
             self.phase[i[still]] = DETECT
             self.phase_end[i[still]] = t[still] + p.cause_detect_h[cause[still]]
+
+    def _roll_back(self, i: np.ndarray, cause: np.ndarray) -> None:
+        """The newest checkpoint is lost too when the failure comes before it is durable in
+        the tier its cause restores from (simulate.storage)."""
+        writing = self.ckpt_left[i] > 0
+        since = self.seg_wall[i] + self.pend_wall[i] + np.where(
+            writing, self.p.w_h - self.ckpt_left[i], 0.0)
+        lost = (self.last_wall[i] > 0) & (since < self.p.cause_exposed_h[cause])
+        j = i[lost]
+        if j.size:
+            tl = self.tally
+            tl.recompute[j] += self.last_wall[j]
+            tl.work[j] -= self.last_work[j]
+            tl.useful_wall[j] -= self.last_wall[j]
 
     # ------------------------------------------------------------------ spares
     def _fill(self, i: np.ndarray) -> None:

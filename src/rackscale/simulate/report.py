@@ -26,7 +26,9 @@ def payload(result: dict[str, Any]) -> dict[str, Any]:
             "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
             "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause",
             "fleet_gpus", "pool", "pool_gpus")
-    return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]}
+    # With --storage, the measured figures it used go with it (labelled measured).
+    extra = {"storage": result["storage"]} if result.get("storage") else {}
+    return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]} | extra
 
 
 _POINT_KEYS = ("value", "ettr", "goodput", "job_mttf_h", "young_min", "daly_min")

@@ -1,21 +1,26 @@
 """Runners: where the ladder's ranks run (one per GPU) and how a batch of tests is spread over
 them. `LocalRunner` (processes on this host, or in the lab's namespaces) and `SlurmRunner`
-(tasks through srun on the nodes that hold the GPUs), both behind `RunnerBackend`."""
+(tasks through srun on the nodes that hold the GPUs), both behind `RunnerBackend`.
 
-from rackscale.certify.runners.backend import RunnerBackend
-from rackscale.certify.runners.base import (
-    NVLINK,
-    SCALEOUT,
-    Placement,
-    RankPlace,
-    Result,
-    Runner,
-    RunnerError,
-    loopback_placement,
-    placement_from_places,
-)
-from rackscale.certify.runners.local import LocalRunner
+Names load lazily (PEP 562): `runners.fabric_env` and the rank agent import on a bare GPU
+machine with torch only, without the fleet model behind the runners."""
 
-__all__ = ["NVLINK", "SCALEOUT", "LocalRunner", "Placement", "RankPlace", "Result", "Runner",
-           "RunnerBackend", "RunnerError", "loopback_placement",
-           "placement_from_places"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "RunnerBackend": "backend", "NVLINK": "base", "SCALEOUT": "base", "Placement": "base",
+    "RankPlace": "base", "Result": "base", "Runner": "base", "RunnerError": "base",
+    "loopback_placement": "base", "placement_from_places": "base", "LocalRunner": "local",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

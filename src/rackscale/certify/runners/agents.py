@@ -38,6 +38,7 @@ class AgentProc:
                                      stderr=self.log, env=env, start_new_session=True)
         self.buf = b""
         self.ready = False
+        self.dist = "gloo"  # the agent's collective backend, from its ready line
         self.dead_reason: str | None = None
 
     @property
@@ -124,7 +125,9 @@ class AgentPool:
             if a is None or (a.proc.poll() is not None and a.dead_reason is None):
                 if a is not None:
                     a.log.close()
-                env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+                # the local id picks the rank's GPU on a CUDA host (the agent's device)
+                env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                                    "RACKSCALE_LOCAL_ID": str(self.placement.place(g).local_id)}
                 self.agents[g] = AgentProc(g, [*self.argv_for(g), sys.executable, AGENT], env)
                 self.started += 1
                 new.append(self.agents[g])
@@ -141,6 +144,7 @@ class AgentPool:
                     del waiting[fd]
                 elif any(x.get("ready") for x in got):
                     a.ready = True
+                    a.dist = next(str(x.get("backend", "gloo")) for x in got if x.get("ready"))
                     del waiting[fd]
         for a in waiting.values():
             a.kill()

@@ -26,7 +26,8 @@ class RunnerBackend:
         self.copy_bytes = copy_bytes
 
     def describe(self) -> str:
-        return f"{self.runner.name} runner: {self.runner.placement.describe} (CPU ranks, gloo)"
+        return (f"{self.runner.name} runner: {self.runner.placement.describe} (one agent per "
+                "GPU: NCCL on CUDA GPUs, gloo on CPU ranks)")
 
     def why_not(self, probe: str) -> str | None:
         if probe == "nvlink_plane":
@@ -62,26 +63,32 @@ class RunnerBackend:
         raise RuntimeError(self.why_not("nvlink_plane"))
 
     def telemetry(self, racks: np.ndarray, t: float) -> Timed:
-        """Each rank's CPU allowance (its cgroup quota against its healthy share) stands for
-        its clock. There is no coolant loop or power shelf behind these ranks: flow is
-        reported as exactly the need (nothing to measure, flagged in extra) and shelf power
-        as unknown, so neither can be blamed here."""
+        """A GPU rank's clock and temperature from NVML; on a CPU rank its CPU allowance (its
+        cgroup quota against its healthy share) stands for its clock. No coolant loop or
+        power shelf is read through these ranks: flow is reported as exactly the need
+        (nothing to measure, flagged in extra) and shelf power as unknown, so neither can be
+        blamed here."""
         topo = self.topo
         gpus = np.concatenate([np.arange(topo.racks[int(r)].gpu_first,
                                          topo.racks[int(r)].gpu_end) for r in racks])
         ids = self._ids(gpus)
         res = self.runner.per_rank({"op": "cpu"}, ids)
         clock = np.full(len(gpus), np.nan)
+        temp = np.full(len(gpus), np.nan)
         err = np.zeros(len(gpus), bool)
         for i, (g, r) in enumerate(zip(ids, res, strict=True)):
             nominal = self.runner.placement.place(g).nominal_cpu
             quota = r.values.get("cpu_quota") if r.ok else None
+            gpu = r.values.get("gpu") if r.ok else None
             err[i] = not r.ok
-            if r.ok:
+            if gpu is not None:  # a GPU rank: NVML's SM clock against its maximum
+                clock[i] = np.nan if gpu.get("clock_frac") is None else gpu["clock_frac"]
+                temp[i] = gpu.get("temp_c", np.nan)
+            elif r.ok:
                 clock[i] = 1.0 if quota is None or not nominal else min(quota / nominal, 1.0)
         need = np.asarray([topo.racks[int(r)].required_flow_lpm for r in racks])
         return Timed(np.zeros(len(racks)), {}, {
             "flow_lpm": need, "required_lpm": need, "flow_measured": np.zeros(len(racks), bool),
             "shelf_kw": np.full((len(racks), 1), np.nan), "gpus": gpus,
-            "gpu_temp_c": np.full(len(gpus), np.nan), "gpu_clock_frac": clock,
+            "gpu_temp_c": temp, "gpu_clock_frac": clock,
             "gpu_error": err})

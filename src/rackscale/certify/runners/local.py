@@ -10,6 +10,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rackscale.certify.runners import fabric_env
 from rackscale.certify.runners.agents import AgentPool, Job, results
 from rackscale.certify.runners.base import (
     NVLINK,
@@ -57,7 +58,7 @@ class CollectivePlanner:
         base = {"op": "allreduce", "tag": f"t{next(self._tags)}", "world": len(members),
                 "store_host": places[0].fabrics[fabric][1], "store_port": self.port(),
                 "nbytes": nbytes, "iters": self.iters, "warmup": self.warmup,
-                "timeout_s": self.timeout_s}
+                "timeout_s": self.timeout_s, "env": fabric_env.collective_env(nvlink)}
         out: dict[str, dict[str, Any]] = {}
         hier = nvlink and not one_domain
         order = sorted(set(domains), key=domains.index)

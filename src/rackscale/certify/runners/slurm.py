@@ -50,6 +50,13 @@ def slurm_nodes(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return nodes
 
 
+def gpu_gres(fields: Mapping[str, str]) -> bool:
+    """Whether a node (fields of `scontrol show node -o`) has GPUs as a generic resource,
+    e.g. `Gres=gpu:h200:8(S:0-1)`; `(null)` when it has none."""
+    return any(item.split(":", 1)[0] == "gpu" for item in
+               fields.get("Gres", "").split(","))
+
+
 class SlurmRunner:
     """Ranks as Slurm tasks (srun) on the nodes holding their GPUs."""
 
@@ -59,7 +66,7 @@ class SlurmRunner:
                  node_of: Mapping[str, str], env: Mapping[str, str] | None = None,
                  partition: str | None = None, concurrency: int = DEFAULT_CONCURRENCY,
                  iters: int = 3, warmup: int = 1, timeout_s: float = 6.0,
-                 immediate_s: int = 20) -> None:
+                 immediate_s: int = 20, gres: str | None = None) -> None:
         if concurrency < 1:
             raise RunnerError(f"concurrency={concurrency}: use 1 or more")
         self.env = dict(env or os.environ)
@@ -69,6 +76,9 @@ class SlurmRunner:
         self.node_of = dict(node_of)
         self.timeout_s = timeout_s
         self.immediate_s = immediate_s  # a rank's job not running by then fails (srun -I)
+        # GPU nodes: each rank's step asks for one GPU, so Slurm grants it (device cgroup) and
+        # sets CUDA_VISIBLE_DEVICES; which of the node's GPUs it grants is Slurm's choice
+        self.gres = gres
         self.planner = CollectivePlanner(placement, domain_of, iters=iters, warmup=warmup,
                                          timeout_s=timeout_s)
         self.pool = AgentPool(placement, self._argv, self._explain)
@@ -96,8 +106,9 @@ class SlurmRunner:
             placement = Placement(ranks={g: RankPlace(
                 gpu=g, host=node_of[g], fabrics={"nvlink": lo, "scaleout": lo})
                 for g in topo.gpu_ids}, shared_host=True, describe="Slurm nodes (loopback)")
+        gpus = any(gpu_gres(known[n]) for n in set(node_of.values()))
         return cls(placement, domain_of, node_of=node_of, env=env, partition=partition,
-                   concurrency=concurrency)
+                   concurrency=concurrency, gres="gpu:1" if gpus else None)
 
     def _argv(self, gpu: str) -> list[str]:
         node = self.node_of[gpu]
@@ -108,6 +119,8 @@ class SlurmRunner:
                 f"--immediate={self.immediate_s}"]
         if self.partition:
             argv.append(f"--partition={self.partition}")
+        if self.gres:
+            argv.append(f"--gres={self.gres}")
         return [*argv, *self.placement.place(gpu).launch]
 
     def _explain(self, base: str, agent: AgentProc) -> str:

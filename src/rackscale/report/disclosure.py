@@ -1,0 +1,174 @@
+"""The disclosure: what a buyer asks of a usable-capacity statement, in one versioned document.
+
+headline -> usable ledger with reasons; sustained multi-rack performance per scope (bus
+bandwidth measured against the spec, NVLink on and off); failure recovery; storage (per-tier
+RPO, restore latency); the cost of each loss when a price is given. Every figure carries its
+provenance: measured (where, on what) or simulated (seed, model), or what else it rests on.
+It is derived from report.json and the evidence bundle only, so a verifier rebuilds it and
+compares. Its JSON Schema is disclosure.schema.json (package data), version DISCLOSURE_VERSION.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from rackscale.fleet import GPUS, TEMPLATES
+
+DISCLOSURE_VERSION = "rackscale.disclosure/1"
+
+
+@cache
+def disclosure_schema() -> dict[str, Any]:
+    text = resources.files("rackscale.report").joinpath("disclosure.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate_disclosure(doc: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when `doc` does not match the published schema."""
+    import jsonschema
+
+    jsonschema.validate(doc, disclosure_schema())
+
+
+def _provenance(basis: str, prov: dict[str, Any], *, fleet: str, model: str,
+                source: str) -> dict[str, Any]:
+    if basis == "measured":
+        return {"basis": "measured", "where": f"run {prov.get('run_id', '?')} "
+                f"({prov.get('backend') or 'real hardware'})", "on": fleet}
+    if basis == "simulated":
+        seed = prov.get("seed")
+        return {"basis": "simulated", "seed": seed if isinstance(seed, int) else None,
+                "model": model}
+    return {"basis": basis, "source": source}
+
+
+def _step_model(step: dict[str, Any]) -> str:
+    prov = step["provenance"]
+    if step["key"] == "goodput":
+        return f"fleet simulator, failure model {prov.get('failure_model', '?')}"
+    if prov.get("faults_file"):
+        return f"digital twin with faults file {prov['faults_file']}"
+    return "digital twin"
+
+
+def _ledger(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    fleet = doc["fleet"]["fleet"]
+    reasons = doc["reasons"]
+    return [{"step": s["key"], "label": s["label"], "gpus": s["count"], "ci95": s["ci95"],
+             "lost": [{"reason": k, "gpus": v, "why": reasons.get(k, k)}
+                      for k, v in s["lost"].items()],
+             "provenance": _provenance(s["basis"], s["provenance"], fleet=fleet,
+                                       model=_step_model(s), source=s["source"])}
+            for s in doc["ledger"]]
+
+
+def _spec_nvlink(doc: dict[str, Any]) -> dict[str, Any]:
+    skus = sorted({TEMPLATES[t].gpu for t in doc["fleet"]["per_rack_template"]
+                   if t in TEMPLATES})
+    return {"nvlink_gbps_per_gpu": {s: GPUS[s].nvlink_gbps for s in skus if s in GPUS},
+            "source": "; ".join(f"{s}: {GPUS[s].source}" for s in skus if s in GPUS)}
+
+
+def _performance(doc: dict[str, Any]) -> dict[str, Any]:
+    cert = doc["certification"]
+    fabric = cert.get("payload", {}).get("fabric") if cert["status"] == "ran" else None
+    if not fabric:
+        return {"status": "not_run", "scopes": [], "spec": _spec_nvlink(doc)}
+    payload = cert["payload"]
+    scopes = []
+    for f in fabric:
+        basis = "measured" if f.get("measured") else "simulated"
+        scopes.append({
+            "scope": str(f.get("scope")), "gpus": f.get("gpus"),
+            "nvlink_on": {"busbw_gbps": f.get("nvlink_on_busbw"),
+                          "expected_gbps": f.get("nvlink_on_expected")},
+            "nvlink_off": {"busbw_gbps": f.get("nvlink_off_busbw")},
+            "shortfall": f.get("shortfall"),
+            "provenance": _provenance(basis, payload, fleet=str(f.get("scope")),
+                                      model=_step_model({"key": "", "provenance": payload}),
+                                      source="")})
+    return {"status": "ran", "scopes": scopes, "spec": _spec_nvlink(doc),
+            "how": "all-reduce bus bandwidth (nccl-tests busbw) of each multi-rack scope, "
+                   "NVLink on and off; expected = the model's figure at the links' rates"}
+
+
+def _recovery(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
+    events = extras.get("recovery.jsonl") or []
+    keys = ("time_to_detect_s", "time_to_resume_s", "work_lost_s", "job", "cause")
+    measured = [{k: e["payload"][k] for k in keys if k in e["payload"]} | {
+        "kind": e["kind"], "component": e["component"], "provenance": {
+            "basis": "measured" if e["payload"].get("backend") == "real" else "simulated",
+            **({"where": f"event seq {e['seq']}", "on": e["component"]}
+               if e["payload"].get("backend") == "real" else
+               {"seed": e["payload"].get("seed"), "model": "digital twin"})}}
+        for e in events]
+    sim = doc["simulation"]
+    simulated = None
+    if sim["status"] == "ran":
+        p = sim["payload"]
+        simulated = {"job_mttf_h": p.get("job_mttf_h"),
+                     "lost_hours_by_cause": p.get("lost_hours_by_cause") or {},
+                     "interruptions_by_cause": p.get("interruptions_by_cause") or {},
+                     "provenance": {"basis": "simulated", "seed": p.get("seed"),
+                                    "model": f"fleet simulator, failure model "
+                                             f"{p.get('failure_model', '?')}"}}
+    status = "measured" if measured else ("simulated" if simulated else "not_run")
+    return {"status": status, "incidents": measured, "simulated": simulated}
+
+
+def _storage(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
+    ckpt = extras.get("checkpoint.json")
+    sim = doc["simulation"]
+    interval = sim["payload"].get("ckpt_interval_min") if sim["status"] == "ran" else None
+    if not isinstance(ckpt, dict) or not ckpt.get("saves"):
+        return {"status": "not_run", "tiers": [], "checkpoint_interval_min": interval}
+    where = {"basis": "measured", "where": str(ckpt.get("where", "this host")),
+             "on": str(ckpt.get("on", "checkpoint tiers"))}
+    tiers: dict[str, dict[str, Any]] = {}
+    for save in ckpt["saves"]:
+        states = save.get("states") or {}
+        t0 = states.get("staged")
+        for tier, t in states.items():
+            if tier == "staged" or t0 is None:
+                continue
+            lag = round(float(t) - float(t0), 4)
+            row = tiers.setdefault(tier, {"tier": tier, "durable_after_s": lag})
+            row["durable_after_s"] = max(row["durable_after_s"], lag)
+    restore = ckpt.get("restore") or {}
+    for row in tiers.values():
+        # RPO: work lost if the job dies now = one checkpoint interval plus the time a
+        # checkpoint takes to become durable in this tier.
+        row["rpo_s"] = None if interval is None else round(interval * 60 + row[
+            "durable_after_s"], 3)
+        row["restore_s"] = (round(float(restore["seconds"]), 4)
+                            if restore.get("tier") == row["tier"] else None)
+        row["provenance"] = where
+    return {"status": "measured", "tiers": [tiers[k] for k in sorted(tiers)],
+            "checkpoint_interval_min": interval,
+            "restore": {"tier": restore.get("tier"), "seconds": restore.get("seconds"),
+                        "provenance": where}}
+
+
+def build_disclosure(doc: dict[str, Any], extras: dict[str, Any], root: str) -> dict[str, Any]:
+    steps = {s["key"]: s for s in doc["ledger"]}
+    head = steps["headline"]
+    return {
+        "schema_version": DISCLOSURE_VERSION,
+        "fleet": doc["fleet"]["fleet"],
+        "generated_at": doc["generated_at"],
+        "evidence_root": root,
+        "report_schema": doc["schema_version"],
+        "headline": {"gpus": head["count"], "provenance": {"basis": "spec",
+                                                           "source": head["source"]}},
+        "usable": {"certified_gpus": steps["certified"]["count"],
+                   "expected_goodput_gpus": steps["goodput"]["count"],
+                   "job_shape": doc["job_shape"]["name"]},
+        "ledger": _ledger(doc),
+        "performance": _performance(doc),
+        "recovery": _recovery(doc, extras),
+        "storage": _storage(doc, extras),
+        "cost": doc.get("cost"),
+    }

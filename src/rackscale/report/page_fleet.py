@@ -1,0 +1,248 @@
+"""The fleet-scale parts of report.html: the rack map aggregated region -> rack group -> rack
+with drill-down, worst first, and the findings grouped by kind and scope.
+
+Nobody reads 1,778 rack cards: a large fleet shows every rack as a small chip and draws full
+tray-level cards only for the worst racks; a small fleet (the seed) shows every card open.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from rackscale.report.states import RACK_STATES
+
+# (background, text) per lifecycle state: Okabe-Ito based (tellable apart with the common
+# colour-vision deficiencies), text colour chosen for WCAG AA contrast on its background.
+STATE_STYLE: dict[str, tuple[str, str]] = {
+    "production": ("#009e73", "#000"), "certified": ("#8fd9c1", "#000"),
+    "burn_in": ("#56b4e9", "#000"), "firmware": ("#56b4e9", "#000"),
+    "powered": ("#9dd1f0", "#000"), "onboard": ("#d4ebf8", "#000"),
+    "seatrial": ("#9dd1f0", "#000"), "degraded": ("#f0e442", "#000"),
+    "draining": ("#f0e442", "#000"), "triage": ("#e69f00", "#000"),
+    "repair": ("#d55e00", "#000"), "maintenance": ("#6b6b6b", "#fff"),
+    "isolated": ("#cc79a7", "#000"), "rma": ("#882255", "#fff"), "retired": ("#333", "#fff"),
+    "received": ("#eeeeee", "#000"), "cabled": ("#dddddd", "#000"),
+    "cooling_verified": ("#c9e7b8", "#000"),
+}
+NO_STATE = ("#f4f4f4", "#000")
+ALL_CARDS_UP_TO = 64  # racks: a fleet this small shows every rack card
+CARDS_SHOWN = 120  # racks with full cards on a larger fleet (the worst ones)
+GROUPS_PER_REGION = 24  # rack groups a region is split into at most, in the overview
+TOP_OFFENDERS = 5
+FINDINGS_SHOWN = 300
+
+FLEET_CSS = """
+.s-none{background:#f4f4f4;color:#000}
+.ov{display:flex;flex-wrap:wrap;gap:3px;margin:2px 0 6px}
+.ov a{display:block;min-width:46px;padding:2px 4px;border-radius:3px;font-size:11px;
+text-decoration:none;border:1px solid #555}
+.lossbar{display:inline-block;height:8px;background:#d55e00;vertical-align:middle}
+details.grp>summary{cursor:pointer;padding:4px 0;font-weight:600}
+details.grp details.grp{margin-left:16px}
+.racks{display:flex;flex-wrap:wrap;gap:12px;margin:6px 0}
+.chips{display:flex;flex-wrap:wrap;gap:2px;margin:4px 0}
+.chip{font-size:10px;padding:0 3px;border-radius:2px}
+"""
+
+
+def state_css() -> str:
+    """One class per state (`s-<state>`): a 1,778-rack map carries class names, not styles."""
+    return "".join(f".s-{k}{{background:{bg};color:{fg}}}"
+                   for k, (bg, fg) in STATE_STYLE.items())
+
+
+def state_class(state: str | None) -> str:
+    return f"s-{state}" if state in STATE_STYLE else "s-none"
+
+
+def _powered_rack(state: str | None) -> bool:
+    rule = RACK_STATES.get(state or "")
+    return rule is None or rule.powered
+
+
+@dataclass(slots=True)
+class _Group:
+    region: str
+    label: str
+    anchor: str
+    racks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> int:
+        return sum(r["gpus"] for r in self.racks)
+
+    @property
+    def usable(self) -> int:
+        return sum(r["usable_gpus"] for r in self.racks)
+
+
+def _badness(r: dict[str, Any]) -> tuple[int, int, str]:
+    """Sort key, worst first: GPUs lost, then findings, then the id (stable)."""
+    return (-(r["gpus"] - r["usable_gpus"]),
+            -(len(r["findings"]) + sum(bool(t["findings"]) for t in r["trays"])), r["id"])
+
+
+def rack_groups(doc: dict[str, Any]) -> dict[str, list[_Group]]:
+    """Racks by region, then in groups of neighbouring racks (whole leaf groups), at most
+    GROUPS_PER_REGION groups per region."""
+    by_region: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in doc["racks"]:
+        by_region[r["region"]].append(r)
+    per_leaf = int(doc.get("fleet", {}).get("racks_per_leaf") or 2)
+    out: dict[str, list[_Group]] = {}
+    for region, racks in by_region.items():
+        leaves = -(-len(racks) // per_leaf)
+        size = per_leaf * -(-leaves // GROUPS_PER_REGION)
+        groups = []
+        for i in range(0, len(racks), size):
+            part = racks[i:i + size]
+            first, last = part[0]["id"].rsplit("/", 1)[-1], part[-1]["id"].rsplit("/", 1)[-1]
+            lg = f"leaf group {i // per_leaf}" if size == per_leaf else \
+                f"leaf groups {i // per_leaf}-{(i + len(part) - 1) // per_leaf}"
+            groups.append(_Group(region=region, label=f"{lg} ({first}–{last})",
+                                 anchor=f"g-{region}-{i // size}", racks=part))
+        out[region] = groups
+    return out
+
+
+def overview(groups: dict[str, list[_Group]]) -> str:
+    """The first-screen map: per region one tile per rack group, worst first."""
+    rows = []
+    for region, gs in groups.items():
+        tiles = []
+        for g in sorted(gs, key=lambda g: (g.usable - g.gpus, g.anchor)):
+            share = g.usable / g.gpus if g.gpus else 0.0
+            cls = "s-production" if share == 1 else ("s-degraded" if share >= 0.75 else
+                                                      ("s-triage" if share > 0 else "s-repair"))
+            tiles.append(f'<a class="{cls}" href="#{escape(g.anchor)}" title="'
+                         f'{escape(g.region)} {escape(g.label)}: {g.usable:,} of {g.gpus:,} '
+                         f'GPUs certified">{len(g.racks)} racks<br>−{g.gpus - g.usable:,}</a>')
+        gpus = sum(g.gpus for g in gs)
+        usable = sum(g.usable for g in gs)
+        rows.append(f'<div><b>{escape(region)}</b> {usable:,} of {gpus:,} GPUs certified '
+                    f'<div class="ov">{"".join(tiles)}</div></div>')
+    return (f'<div id="map-overview">{"".join(rows)}<p class="sub">Tiles: a group of '
+            'neighbouring racks, worst first; the figure is GPUs lost before certification. '
+            'Green: none lost; yellow: under a quarter; orange: more; red: all. Each opens '
+            'its racks below.</p></div>')
+
+
+def _tray(t: dict[str, Any], rack_state: str | None) -> str:
+    # A rack that is not powered (maintenance, isolated, ...) takes its trays with it: they
+    # are drawn in the rack's state, whatever state the trays last had.
+    state = rack_state if not _powered_rack(rack_state) else (t["state"] or rack_state)
+    cls = ["tray", state_class(state)]
+    if t["findings"]:
+        cls.append("finding")
+    if t["healthy_gpus"] < t["gpus"]:
+        cls.append("lost")
+    if t["flagged"]:
+        cls.append("flagged")
+    tip = (f'{t["id"]}: {t["state"] or "(rack state)"}; healthy {t["healthy_gpus"]}/{t["gpus"]}'
+           f', certified {t["usable_gpus"]}' + (f'; {", ".join(t["findings"])}'
+                                                 if t["findings"] else ""))
+    return (f'<div class="{" ".join(cls)}" title="{escape(tip)}" data-tray="{escape(t["id"])}"'
+            f'>{escape(t["name"])} {t["healthy_gpus"]}/{t["gpus"]}</div>')
+
+
+def rack_card(r: dict[str, Any]) -> str:
+    state = r["state"]
+    trays = "".join(_tray(t, state) for t in r["trays"])
+    rf = "".join(f'<div class="rackfind">⚠ {escape(f)}</div>' for f in r["findings"])
+    return (f'<div class="rack" data-rack="{escape(r["id"])}" data-state="'
+            f'{escape(state or "")}"><h3>{escape(r["id"])} <span class="badge '
+            f'{state_class(state)}">{escape(state or "no state")}</span></h3><div class="sub" '
+            f'style="font-size:11px">healthy {r["healthy_gpus"]}/{r["gpus"]} · certified '
+            f'{r["usable_gpus"]} ({r["domains_certified"]}/{r["domains"]} domains)</div>'
+            f'<div class="trays">{trays}</div>{rf}</div>')
+
+
+def _chip(r: dict[str, Any]) -> str:
+    name = r["id"].rsplit("/", 1)[-1]
+    return (f'<span class="chip {state_class(r["state"])}" title="{escape(r["id"])}: '
+            f'{escape(r["state"] or "no state")}, {r["usable_gpus"]}/{r["gpus"]} certified">'
+            f'{escape(name)}</span>')
+
+
+def _legend(doc: dict[str, Any]) -> str:
+    used = sorted({r["state"] for r in doc["racks"] if r["state"]}
+                  | {t["state"] for r in doc["racks"] for t in r["trays"] if t["state"]})
+    items = "".join(f'<span><i class="{state_class(s)}"></i>{escape(s)}</span>' for s in used)
+    return (f'<div class="legend">{items}<span><i class="s-none"></i>no lifecycle state</span>'
+            '<span><i style="border:3px solid #d55e00"></i>finding on the tray</span>'
+            '<span><i style="border:2px dashed #0072b2"></i>flagged (degraded, counted)'
+            '</span><span><i class="tray lost s-none"></i>GPUs not healthy (tray label: '
+            'healthy/total)</span><span>trays of a rack that is not powered (maintenance, '
+            'isolated) take the rack\'s state</span></div>')
+
+
+def rack_map(doc: dict[str, Any], groups: dict[str, list[_Group]]) -> str:
+    racks = doc["racks"]
+    small = len(racks) <= ALL_CARDS_UP_TO
+    worst = {r["id"] for r in sorted(racks, key=_badness)[:CARDS_SHOWN]
+             if small or _badness(r)[:2] != (0, 0) or _powered_rack(r["state"]) is False}
+    regions = []
+    for region, gs in groups.items():
+        parts = []
+        for g in sorted(gs, key=lambda g: (g.usable - g.gpus, g.anchor)):
+            ordered = sorted(g.racks, key=_badness)
+            cards = "".join(rack_card(r) for r in ordered if small or r["id"] in worst)
+            chips = "".join(_chip(r) for r in ordered if not small and r["id"] not in worst)
+            chips = f'<div class="chips">{chips}</div>' if chips else ""
+            lost = g.gpus - g.usable
+            parts.append(
+                f'<details class="grp" id="{escape(g.anchor)}"{" open" if small or lost else ""}>'
+                f'<summary>{escape(g.label)}: {g.usable:,}/{g.gpus:,} certified, lost '
+                f'{lost:,}</summary><div class="racks">{cards}</div>{chips}</details>')
+        gpus, usable = sum(g.gpus for g in gs), sum(g.usable for g in gs)
+        states = Counter(r["state"] or "no state" for g in gs for r in g.racks)
+        regions.append(
+            f'<details class="grp" open><summary>{escape(region)}: {usable:,}/{gpus:,} GPUs '
+            f'certified; racks {escape(", ".join(f"{k} {v}" for k, v in states.most_common()))}'
+            f'</summary>{"".join(parts)}</details>')
+    note = "" if small else (f'<p class="sub">Full cards for the {len(worst)} worst racks; '
+                             'every other rack is a chip (hover for its figures).</p>')
+    return f'{_legend(doc)}{note}<div id="rack-map">{"".join(regions)}</div>'
+
+
+def _scope(component: str, doc_fleet: str) -> str:
+    """What a finding is on, in words: the last path part without its number (gpu, nic, s,
+    cdu, leaf-rail...)."""
+    if component == doc_fleet:
+        return "fleet"
+    last = component.rsplit("/", 1)[-1]
+    base = last.rstrip("0123456789").rstrip("-")
+    if base.startswith("leaf"):
+        return "leaf"
+    if base.startswith("spine"):
+        return "spine"
+    return {"c": "tray", "n": "node", "s": "switch tray", "ps": "power shelf"}.get(base, base)
+
+
+def finding_groups(doc: dict[str, Any]) -> str:
+    """Findings by (kind, scope): how many, GPUs dropped, the worst few components."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    fleet = doc["fleet"]["fleet"]
+    for f in doc["findings"]:
+        groups[(f["kind"], _scope(f["component"], fleet))].append(f)
+    rows = []
+    for (kind, scope), fs in sorted(groups.items(), key=lambda kv: (
+            -sum(f["dropped_gpus"] for f in kv[1]), -len(kv[1]), kv[0])):
+        top = sorted(fs, key=lambda f: (-f["dropped_gpus"], -f["affected_gpus"],
+                                        f["component"]))[:TOP_OFFENDERS]
+        verdicts = Counter(str(f["verdict"]) for f in fs)
+        rows.append(
+            f'<tr><td>{escape(kind)}</td><td>{escape(scope)}</td><td class="num">{len(fs):,}'
+            f'</td><td>{escape(", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))}'
+            f'</td><td class="num">{sum(f["dropped_gpus"] for f in fs):,}</td><td>'
+            + ", ".join(f'<code>{escape(f["component"])}</code>' for f in top)
+            + (f" and {len(fs) - len(top):,} more" if len(fs) > len(top) else "")
+            + "</td></tr>")
+    return ('<table id="finding-groups"><caption>Findings by kind and scope, most GPUs '
+            'dropped first</caption><thead><tr><th scope="col">kind</th><th scope="col">'
+            'scope</th><th scope="col">findings</th><th scope="col">verdicts</th>'
+            '<th scope="col">GPUs dropped</th><th scope="col">top offenders</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')

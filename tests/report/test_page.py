@@ -1,0 +1,142 @@
+"""report.html pieces read by a buyer: numbers, colours, coverage, lifecycle timeline."""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import combinations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rackscale.report import fmt
+from rackscale.report.page_events import coverage, lifecycle
+from rackscale.report.page_fleet import STATE_STYLE
+from rackscale.report.plots import BASIS_COLORS, LOSS_COLOR
+
+finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12)
+
+
+@given(finite, st.floats(min_value=0, max_value=1e6, allow_nan=False))
+def test_numbers_are_never_in_scientific_notation(v: float, err: float) -> None:
+    for text in (fmt.number(v), fmt.plus_minus(v, err), fmt.interval(v, v + err)):
+        assert not re.search(r"\de[+-]?\d", text), text
+    head = fmt.number(v).replace(",", "")
+    if abs(v) >= 1e-6:  # what is shown is the value, to its shown precision
+        assert math.isclose(float(head), v, rel_tol=1e-3, abs_tol=1e-6)
+
+
+def test_plus_minus_keeps_the_digits_that_mean_something() -> None:
+    assert fmt.plus_minus(8.783e-05, 5.1e-06) == "0.0000878 ± 0.0000051"
+    assert fmt.plus_minus(0.934, 0.0213) == "0.934 ± 0.021"
+    assert fmt.plus_minus(1234.5, 12.0) == "1,234 ± 12" or fmt.plus_minus(1234.5, 12.0) \
+        == "1,235 ± 12"
+    assert fmt.number(8.783e-05) == "0.00008783"
+    assert fmt.number(0.0) == "0"
+
+
+# Machado, Oliveira & Fernandes (2009) at severity 1, on linear RGB
+CVD = {
+    "protan": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                        [-0.003882, -0.048116, 1.051998]]),
+    "deutan": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                        [-0.011820, 0.042940, 0.968881]]),
+    "tritan": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                        [0.004733, 0.691367, 0.303900]]),
+    "normal": np.eye(3),
+}
+
+
+def _lab(hex_color: str, matrix: np.ndarray) -> np.ndarray:
+    h = hex_color.lstrip("#")
+    if len(h) == 3:
+        h = "".join(c * 2 for c in h)
+    srgb = np.array([int(h[i:i + 2], 16) / 255 for i in (0, 2, 4)])
+    lin = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    lin = np.clip(matrix @ lin, 0, 1)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.9505, 1.0, 1.089])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_basis_colours_are_told_apart_with_colour_vision_deficiencies() -> None:
+    """spec, inventory and recorded bars (and every other basis, and the loss) stay at least
+    a clear colour difference apart for normal, protan, deutan and tritan vision."""
+    colours = {**BASIS_COLORS, "loss": LOSS_COLOR}
+    for name, m in CVD.items():
+        for (a, ca), (b, cb) in combinations(colours.items(), 2):
+            de = float(np.linalg.norm(_lab(ca, m) - _lab(cb, m)))
+            assert de >= 12, f"{a} and {b} are {de:.1f} apart ({name})"
+
+
+def _contrast(bg: str, fg: str) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours."""
+    def rel(c: str) -> float:
+        h = c.lstrip("#")
+        h = "".join(x * 2 for x in h) if len(h) == 3 else h
+        s = np.array([int(h[i:i + 2], 16) / 255 for i in (0, 2, 4)])
+        lin = np.where(s <= 0.04045, s / 12.92, ((s + 0.055) / 1.055) ** 2.4)
+        return float(lin @ [0.2126, 0.7152, 0.0722])
+    hi, lo = sorted((rel(bg), rel(fg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_state_labels_meet_wcag_aa_contrast() -> None:
+    for state, (bg, fg) in STATE_STYLE.items():
+        assert _contrast(bg, fg) >= 4.5, state
+
+
+def test_coverage_never_says_pass_beside_a_missed_stage() -> None:
+    doc = {"coverage": {"status": "ran", "stages": ["gpu", "tray", "domain", "multi-rack"],
+                        "verdicts": {"pass": 2}, "rows": [
+                            {"component": "us-east/r01", "kind": "rack", "verdict": "pass",
+                             "stages_passed": ["gpu", "tray", "domain"]},
+                            {"component": "us-east/r02", "kind": "rack", "verdict": "pass",
+                             "stages_passed": ["gpu", "tray", "domain", "multi-rack"]}]}}
+    html = coverage(doc)
+    r01 = html[html.index("us-east/r01"):html.index("us-east/r02")]
+    assert "<td>pass</td>" not in r01
+    assert "partial: multi-rack not passed" in r01 and "not passed" in r01
+    assert "<td>pass</td>" in html[html.index("us-east/r02"):]
+
+
+def _ev(seq: int, cid: str, kind: str, payload: dict) -> dict:
+    return {"seq": seq, "time": f"2026-12-01T10:{seq:02d}:00+00:00", "component": cid,
+            "kind": kind, "payload": payload, "actor": "lifecycle", "reason": "why"}
+
+
+def test_lifecycle_is_a_timeline_by_rack_newest_first() -> None:
+    events = [_ev(1, "us-east/r01", "lifecycle.transition", {"from": None, "to": "received"}),
+              _ev(2, "us-east/r02/c03", "lifecycle.transition", {"from": "burn_in",
+                                                                 "to": "production"}),
+              _ev(3, "us-east/r01/cdu", "lifecycle.interlock", {"rule": "cooling_verify",
+                                                                "action": "hold",
+                                                                "flow_lpm": 110.0,
+                                                                "required_lpm": 220.0}),
+              _ev(4, "us-east/r02", "lifecycle.transition", {"from": "production",
+                                                             "to": "maintenance"})]
+    doc = {"lifecycle": {"status": "ran", "events_total": 4, "by_kind": {}, "rack_states": {},
+                         "tray_states": {}, "events": events, "interlocks": []}}
+    html = lifecycle(doc)
+    # racks with the newest events first; inside a rack, newest first
+    assert html.index("<code>us-east/r02</code>") < html.index("<code>us-east/r01</code>")
+    r02 = html[html.index("<code>us-east/r02</code>"):html.index("<code>us-east/r01</code>")]
+    assert r02.index("rack: production → maintenance") < r02.index("c03: burn_in → production")
+    assert "cdu: interlock cooling_verify: hold (flow 110.0 of 220.0 L/min)" in html
+    # the raw event is folded, one click away
+    assert html.count("<details><summary>raw event</summary>") == 4
+    assert "<td>{" not in html and "&quot;maintenance&quot;" in html
+
+
+def test_goodput_section_has_no_scientific_notation() -> None:
+    from rackscale.report.page import _goodput
+
+    doc = {"simulation": {"status": "ran", "seq": 9, "payload": {
+        "ettr": {"mean": 0.99991, "ci95": 8.783e-05}, "goodput": {"runtime": 0.99991},
+        "goodput_ci95": {"runtime": 8.783e-05}, "job_gpus": 72, "days": 30, "trials": 20,
+        "job_mttf_h": 1.234e6}}, "sweep": {"status": "not_run"}}
+    html = _goodput(doc)
+    assert not re.search(r"\de[+-]?\d", html), html
+    assert "runtime 0.999910 ± 0.000088" in html
