@@ -350,7 +350,11 @@ def test_a_tier_that_fails_a_chunk_request_is_passed_over_for_the_next(tmp_path:
     tiers = save(dir_cfg(tmp_path), 1)
     shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))  # nothing cached
 
-    def fail(key, *_a, **_k):
+    get = tiers.region.get
+
+    def fail(key, *a, **k):
+        if "/data/" not in key:  # the manifest still reads: the data GETs fail
+            return get(key, *a, **k)
         if why == "connection reset":
             raise StoreUnreachable("us-east: connection reset while reading")
         raise ObjectMissing(key)  # deleted between the HEAD and the GET
@@ -371,8 +375,9 @@ def test_verify_reports_every_item_after_a_wrong_size_and_a_vanished_object_once
     west = tiers.replicas[0]
     west.path(tiers.layout.data(ck(1), "blob")).write_bytes(BLOB[:-1])
     west.delete(tiers.layout.data(ck(1), "n"))
+    west.delete(tiers.layout.data(ck(1), "z"))
     res = Restorer(tiers).verify(ck(1), west)
-    assert (res["status"], res["missing"]) == ("missing", ["n"])
+    assert (res["status"], res["missing"]) == ("missing", ["n", "z"])
     assert res["bad_sizes"] == [{"item": "blob", "size": len(BLOB) - 1, "expected": len(BLOB)}]
     # An object deleted between HEAD and GET is missing once, not once per chunk.
     key = tiers.layout.data(ck(1), "blob")
@@ -491,3 +496,12 @@ def test_an_item_whose_name_holds_a_colon_is_repaired_by_that_name(tmp_path: Pat
     rep = Restorer(tiers).restore(ck(1))
     assert rep.repaired == ["us-east:opt:state"]
     assert tiers.region.path(key).read_bytes() == BLOB
+
+
+def test_a_tier_without_a_pointer_does_not_end_the_vote(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    tiers.local.delete(tiers.layout.latest)  # the first tier asked holds no pointer
+    tiers.region.put(tiers.layout.latest, b"garbage")
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(2)  # the replica's pointer
+    assert list(r.bad_latest) == ["us-east"]  # the region's was read, and lost
