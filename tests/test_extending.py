@@ -13,10 +13,10 @@ from rackscale.certify import PROBES
 from rackscale.faults import FAULT_KINDS
 from rackscale.fleet import TEMPLATES
 from rackscale.simulate import FAILURE_MODELS
-from rackscale.store import Store, load_topology
+from rackscale.store import EVENT_KINDS, Store, load_topology
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
-REGISTRIES = (TEMPLATES, PROBES, FAULT_KINDS, FAILURE_MODELS)
+REGISTRIES = (TEMPLATES, PROBES, FAULT_KINDS, FAILURE_MODELS, EVENT_KINDS)
 
 
 def _examples() -> list[str]:
@@ -26,7 +26,7 @@ def _examples() -> list[str]:
 def test_the_guide_has_an_example_per_extension_point() -> None:
     text = DOC.read_text()
     for heading in ("## A rack template", "## A probe", "## A fault kind", "## A power driver",
-                    "## A failure model"):
+                    "## A failure model", "## An event kind"):
         assert heading in text
     assert len(_examples()) >= 6
 
@@ -49,4 +49,5 @@ def test_every_example_runs(tmp_path: Path) -> None:
             except Exception as err:  # name the example that broke
                 pytest.fail(f"example {n + 1} of {DOC.name} failed: {err!r}\n{code}")
         assert "gemm_small" in PROBES and "dirty_optic" in FAULT_KINDS
+        assert "example.incident" in EVENT_KINDS
     assert [set(r) for r in REGISTRIES] == before  # the examples' registrations are undone

@@ -16,12 +16,12 @@ def test_stale_while_rebuilding_then_fresh(demo_db: Path, tmp_path: Path) -> Non
     cache = SnapshotCache(store)
     first = cache.get()
     assert cache.get() is first  # nothing moved: no rebuild
-    seq = store.append_event("us-east/r01", "lifecycle.noted", {}, reason="test")
+    seq = store.append_event("us-east/r01", "lifecycle.noted", {"finding_seq": 1}, reason="test")
     assert cache.get().seq == first.seq  # answered at once from the previous snapshot
     deadline = time.monotonic() + 60
     while cache.get().seq != seq and time.monotonic() < deadline:
         time.sleep(0.05)
     assert cache.get().seq == seq
-    seq2 = store.append_event("us-east/r01", "lifecycle.noted", {}, reason="test")
+    seq2 = store.append_event("us-east/r01", "lifecycle.noted", {"finding_seq": 1}, reason="test")
     assert cache.get(wait=True).seq == seq2
     store.close()

@@ -19,6 +19,7 @@ from rackscale.checkpoint.errors import (
     CheckpointError,
     ConfigError,
     IntegrityError,
+    ManifestInvalid,
     ObjectMissing,
     StoreAuthError,
     StoreUnreachable,
@@ -42,11 +43,57 @@ from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
 from rackscale.checkpoint.tiers import Tiers
 
 __all__ = [
-    "AlreadyCommitted", "AlreadyExists", "CheckpointError", "CheckpointManager", "CkptState",
-    "ConfigError", "GcReport", "IntegrityError", "LocalDirStore", "Manifest", "ObjectInfo",
-    "ObjectMissing", "ObjectStore", "ProfileError", "RestoreReport", "Restorer", "Retention",
-    "SaveHandle", "SaveReport", "StorageProfile", "StoreAuthError", "StoreSpec", "StoreUnreachable",
-    "Tiers", "TiersConfig", "UnknownCheckpoint", "ckpt_id_for", "default_config", "demo_checkpoint",
-    "fit_affine", "gc", "import_dcp", "load_config", "load_profile", "measure_profile",
-    "parse_config", "parse_profile", "parse_size", "run_benchmarks",
+    "AlreadyCommitted",
+    "AlreadyExists",
+    "CheckpointError",
+    "CheckpointManager",
+    "CkptState",
+    "ConfigError",
+    "GcReport",
+    "IntegrityError",
+    "LocalDirStore",
+    "Manifest",
+    "ManifestInvalid",
+    "ObjectInfo",
+    "ObjectMissing",
+    "ObjectStore",
+    "ProfileError",
+    "RestoreReport",
+    "Restorer",
+    "Retention",
+    "SaveHandle",
+    "SaveReport",
+    "StorageProfile",
+    "StoreAuthError",
+    "StoreSpec",
+    "StoreUnreachable",
+    "TieredStorageReader",
+    "TieredStorageWriter",
+    "Tiers",
+    "TiersConfig",
+    "UnknownCheckpoint",
+    "ckpt_id_for",
+    "default_config",
+    "demo_checkpoint",
+    "fit_affine",
+    "gc",
+    "import_dcp",
+    "load_config",
+    "load_profile",
+    "measure_profile",
+    "parse_config",
+    "parse_profile",
+    "parse_size",
+    "run_benchmarks",
 ]
+
+_TORCH = {"TieredStorageReader", "TieredStorageWriter"}
+
+
+def __getattr__(name: str) -> object:
+    # The DCP writer and reader need torch (an optional extra): imported on first use only.
+    if name in _TORCH:
+        from rackscale.checkpoint import dcp
+
+        return getattr(dcp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

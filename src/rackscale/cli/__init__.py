@@ -13,6 +13,7 @@ from rackscale.cli.certify import app as certify_app
 from rackscale.cli.checkpoint import app as checkpoint_app
 from rackscale.cli.demo import demo
 from rackscale.cli.fleet import app as fleet_app
+from rackscale.cli.job import app as job_app
 from rackscale.cli.lab import app as lab_app
 from rackscale.cli.lifecycle import app as lifecycle_app
 from rackscale.cli.report import app as report_app
@@ -34,6 +35,7 @@ app.add_typer(checkpoint_app, name="checkpoint")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
 app.add_typer(lab_app, name="lab")
+app.add_typer(job_app, name="job")
 app.command("serve")(serve)
 app.command("demo")(demo)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import typer
@@ -39,15 +39,13 @@ from rackscale.cli._common import (
     plain,
     seed_option,
 )
+from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
 from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
 from rackscale.fleet import Topology
 from rackscale.provenance import Provenance
 from rackscale.store import DEFAULT_DATA_DIR, Store
-
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
 
 app = noun("Certify hardware: the staged ladder, single probes, findings.")
 FINDINGS_FILE = "findings.jsonl"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -30,11 +29,9 @@ from rackscale.checkpoint import (
     run_benchmarks,
 )
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import existing_store
 from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
-
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
 
 app = noun("Tiered checkpoints: local NVMe, region S3, other regions, archive.")
 ConfigOption = typer.Option(None, "--config", metavar="FILE", help="Tiers config (YAML/JSON); "

@@ -3,20 +3,20 @@
 The demo is a list of steps run in order over one `DemoContext`; each room adds its step to
 STEPS: fleet + inventory -> lifecycle onboarding -> certification -> triage -> checkpoint
 save/restore -> simulation -> report. A step reads what earlier steps left in `ctx.results`
-or in the store.
+or in the store. `DemoContext` and `Step` live in `cli/_pipeline.py`, which the noun modules
+import (this module imports them, so they must not import it).
 """
 
 from __future__ import annotations
 
 import fcntl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rackscale.cli._common import DbOption, console, err_console, seed_option
+from rackscale.cli._pipeline import DemoContext, Step
 from rackscale.cli.certify import step_certify
 from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
@@ -26,17 +26,6 @@ from rackscale.cli.simulate import step_simulate
 from rackscale.errors import UserError
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import DEFAULT_DATA_DIR, Store, load_topology
-
-
-@dataclass(slots=True, kw_only=True)
-class DemoContext:
-    topo: Topology
-    store: Store
-    seed: int
-    data_dir: Path
-    # Step outputs by name ("fleet", "lifecycle", "certify", "checkpoint", "simulate",
-    # "report").
-    results: dict[str, Any] = field(default_factory=dict)
 
 
 def step_fleet(ctx: DemoContext) -> None:
@@ -49,16 +38,16 @@ def step_fleet(ctx: DemoContext) -> None:
     ctx.results["fleet"] = summary | {"load": result.as_dict()}
 
 
-STEPS: list[tuple[str, str, Callable[[DemoContext], None]]] = [
-    ("fleet", "fleet model and inventory", step_fleet),
-    ("lifecycle-onboarding", "lifecycle onboarding (cooling verified before power)",
-     step_onboarding),
-    ("certify", "certification ladder on the digital twin", step_certify),
-    ("lifecycle-triage", "lifecycle triage: findings -> triage, passing -> production",
-     step_triage),
-    ("checkpoint", "tiered checkpoint save and restore", step_checkpoint),
-    ("simulate", "simulated 30-day training job under failures", step_simulate),
-    ("report", "usable-capacity report", step_report),
+STEPS: list[Step] = [
+    Step("fleet", "fleet model and inventory", step_fleet),
+    Step("lifecycle-onboarding", "lifecycle onboarding (cooling verified before power)",
+         step_onboarding),
+    Step("certify", "certification ladder on the digital twin", step_certify),
+    Step("lifecycle-triage", "lifecycle triage: findings -> triage, passing -> production",
+         step_triage),
+    Step("checkpoint", "tiered checkpoint save and restore", step_checkpoint),
+    Step("simulate", "simulated 30-day training job under failures", step_simulate),
+    Step("report", "usable-capacity report", step_report),
 ]
 
 

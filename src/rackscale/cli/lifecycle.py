@@ -8,7 +8,6 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -23,6 +22,7 @@ from rackscale.cli._common import (
     plain,
     seed_option,
 )
+from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
@@ -51,9 +51,6 @@ from rackscale.lifecycle import (
     trays_of,
 )
 from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
-
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
 
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
@@ -288,11 +285,21 @@ def _flow_before_power(store: Store, racks: list[str]) -> int:
     return ok
 
 
+def _demo_controller(ctx: DemoContext, *, enroll: bool = False) -> Controller:
+    """The demo's one controller on its simulated plant, built by the first lifecycle step
+    that needs it (onboarding enrolls the fleet; triage alone enrolls nothing)."""
+    if ctx.controller is None:
+        ctx.controller, _ = controller(ctx.store, ctx.topo,
+                                       str(ctx.data_dir / "lifecycle-plant.json"), enroll=enroll)
+    elif enroll:
+        ctx.controller.enroll()
+    return ctx.controller
+
+
 def step_onboarding(ctx: DemoContext) -> None:
     """Onboard the seed racks on the simulated plant: cabled -> cooling verified -> power
     sequenced shelf by shelf -> firmware -> burn_in (ready for certification)."""
-    plant_path = ctx.data_dir / "lifecycle-plant.json"
-    ctl, _ = controller(ctx.store, ctx.topo, str(plant_path), enroll=True)
+    ctl = _demo_controller(ctx, enroll=True)
     racks = list(ctl.targets)
     set_goal(ctx.store, racks, RackState.BURN_IN.value)
     transitions = 0
@@ -322,8 +329,7 @@ def step_triage(ctx: DemoContext) -> None:
     cert = ctx.results.get("certify")
     rep = apply_findings(ctx.store, ctx.topo)
     promote_passing(ctx.store, ctx.topo, report=rep)
-    ctl, _ = controller(ctx.store, ctx.topo, str(ctx.data_dir / "lifecycle-plant.json"))
-    ctl.run(until_idle=True, max_passes=50)
+    _demo_controller(ctx).run(until_idle=True, max_passes=50)
     c = counts(ctx.store)
     if not findings and not results:
         console.print("triage: no certify.finding or certify.result events in the store yet "

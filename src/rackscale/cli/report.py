@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich import box
@@ -19,12 +19,10 @@ from rackscale.cli._common import (
     noun,
     out_dir_option,
 )
+from rackscale.cli._pipeline import DemoContext
 from rackscale.errors import UserError
 from rackscale.inputs import load_json, read_text
 from rackscale.store import DEFAULT_DATA_DIR, Store
-
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
 
 app = noun("Usable-capacity ledger and report: what survives of the headline GPU count.")
 

@@ -7,7 +7,7 @@ with the Young/Daly interval beside the optimum found. `step_simulate` is the de
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -22,8 +22,9 @@ from rackscale.cli._common import (
     emit_json,
     noun,
     out_dir_option,
-    seed_option,
 )
+from rackscale.cli._options import CONFIG, ConfigOption, config_options
+from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import resolve_spec
 from rackscale.cli.storage import (
     CacheOpt,
@@ -65,59 +66,48 @@ from rackscale.simulate import (
 )
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
-if TYPE_CHECKING:
-    from rackscale.cli.demo import DemoContext
-
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
 
 JobOpt = typer.Option(None, "--job-gpus", help="GPUs the job needs (default: its whole pool).")
 PoolOpt = typer.Option(None, "--pool", help="What the job runs on in a mixed fleet: a rack "
                        "template or a GPU SKU (default: the largest by GPUs).")
-DaysOpt = typer.Option(30.0, "--days", help="Simulated wall-clock days.")
-TrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
-RngOpt = seed_option(0, "the failures (same seed, same failures)")
-ModelOpt = typer.Option("llama3", "--failure-model",
-                        help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
-IntervalOpt = typer.Option(30.0, "--ckpt-interval", help="Checkpoint interval, minutes.")
-CostOpt = typer.Option(60.0, "--ckpt-cost", help="Blocking checkpoint write, seconds.")
-RestartOpt = typer.Option(5.0, "--restart", help="Restart overhead u0, minutes.")
-DetectOpt = typer.Option(None, "--detect",
-                         help="Detection latency, minutes, for every cause (default: per cause).")
-AlignOpt = typer.Option("domain", "--align", help="domain: whole NVLink domains; tray: any trays.")
-SpareDomOpt = typer.Option(None, "--spare-domains",
-                           help="Hot-spare units (racks/nodes; trays with --align tray). "
-                                "Default: all the job leaves free.")
-SpareTrayOpt = typer.Option(0, "--spare-trays", help="Hot-spare trays kept idle in each domain.")
-EscOpt = typer.Option(None, "--escalate-at", help="Trays out that send a whole rack to repair "
-                      "(0: never). Default: the rack template's rule (3 for NVL72).")
-StragOpt = typer.Option(0.1, "--straggler-ratio",
-                        help="Fail-slow rate as a fraction of the fail-stop rate.")
-SlowOpt = typer.Option(3.04, "--straggler-slowdown", help="Job slowdown while a straggler runs.")
-SlowDetOpt = typer.Option(30.0, "--straggler-detect", help="Straggler detection, minutes.")
-ScaleOpt = typer.Option(1.0, "--rate-scale", help="Multiply every failure rate.")
-RepairOpt = typer.Option(1.0, "--repair-scale", help="Multiply every per-cause repair time.")
-RackRepairOpt = typer.Option(12.0, "--rack-repair", help="Whole-rack repair after escalation, h.")
-MfuOpt = typer.Option(1.0, "--mfu", help="Program goodput's model-FLOPs utilisation factor.")
-
-
-# CLI option name -> SimConfig field, shared by `run` and `sweep` (which take the same options).
-_OPTION_FIELDS = {
-    "days": "days", "trials": "trials", "seed": "seed", "failure_model": "failure_model",
-    "ckpt_interval": "ckpt_interval_min", "ckpt_cost": "ckpt_cost_s", "restart": "restart_min",
-    "detect": "detect_min", "align": "align", "spare_domains": "spare_domains",
-    "spare_trays": "spare_trays", "escalate_at": "escalate_at",
-    "straggler_ratio": "straggler_ratio", "straggler_slowdown": "straggler_slowdown",
-    "straggler_detect": "straggler_detect_min", "rate_scale": "rate_scale",
-    "repair_scale": "repair_scale", "rack_repair": "rack_repair_h", "mfu": "mfu",
+# SimConfig field -> its command-line option. Defaults and types come from SimConfig itself
+# (one place); `run` and `sweep` take the same options.
+SIM_OPTIONS = {
+    "days": ConfigOption("--days", "Simulated wall-clock days."),
+    "trials": ConfigOption("--trials", "Monte Carlo trials."),
+    "seed": ConfigOption("--seed", "Random seed of the failures (same seed, same failures).",
+                         {"min": 0}),
+    "failure_model": ConfigOption("--failure-model",
+                                  "llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f)."),
+    "ckpt_interval_min": ConfigOption("--ckpt-interval", "Checkpoint interval, minutes."),
+    "ckpt_cost_s": ConfigOption("--ckpt-cost", "Blocking checkpoint write, seconds."),
+    "restart_min": ConfigOption("--restart", "Restart overhead u0, minutes."),
+    "detect_min": ConfigOption("--detect", "Detection latency, minutes, for every cause "
+                               "(default: per cause)."),
+    "align": ConfigOption("--align", "domain: whole NVLink domains; tray: any trays."),
+    "spare_domains": ConfigOption("--spare-domains", "Hot-spare units (racks/nodes; trays "
+                                  "with --align tray). Default: all the job leaves free."),
+    "spare_trays": ConfigOption("--spare-trays", "Hot-spare trays kept idle in each domain."),
+    "escalate_at": ConfigOption("--escalate-at", "Trays out that send a whole rack to repair "
+                                "(0: never). Default: the rack template's rule (3 for NVL72)."),
+    "straggler_ratio": ConfigOption("--straggler-ratio",
+                                    "Fail-slow rate as a fraction of the fail-stop rate."),
+    "straggler_slowdown": ConfigOption("--straggler-slowdown",
+                                       "Job slowdown while a straggler runs."),
+    "straggler_detect_min": ConfigOption("--straggler-detect", "Straggler detection, minutes."),
+    "rate_scale": ConfigOption("--rate-scale", "Multiply every failure rate."),
+    "repair_scale": ConfigOption("--repair-scale", "Multiply every per-cause repair time."),
+    "rack_repair_h": ConfigOption("--rack-repair", "Whole-rack repair after escalation, h."),
+    "mfu": ConfigOption("--mfu", "Program goodput's model-FLOPs utilisation factor."),
 }
 
 
 def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
-    """The validated config from a command's options (its `locals()`); the whole fleet when no
-    --job-gpus is given."""
+    """The validated config from a command's options (its `locals()`: `config` holds the
+    SimConfig fields); the whole pool when no --job-gpus is given."""
     job = options["job_gpus"]
-    return make_config(job_gpus=fleet.gpus if job is None else job,
-                       **{field: options[opt] for opt, field in _OPTION_FIELDS.items()})
+    return make_config(job_gpus=fleet.gpus if job is None else job, **options["config"])
 
 
 def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
@@ -130,16 +120,10 @@ def _progress(disable: bool) -> Progress:
 
 
 @app.command("run")
+@config_options(SimConfig, SIM_OPTIONS)
 def run_cmd(
     fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
-    days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
-    failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
-    restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
-    spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
-    escalate_at: int | None = EscOpt, straggler_ratio: float = StragOpt,
-    straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
-    rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
-    rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    config: dict[str, Any] = CONFIG,
     storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
     region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
     local_cache: bool = CacheOpt, replication: bool = ReplOpt,
@@ -208,6 +192,7 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
 
 
 @app.command("sweep")
+@config_options(SimConfig, SIM_OPTIONS)
 def sweep_cmd(
     param: str = typer.Option("ckpt-interval", "--param",
                               help=f"Policy to sweep: {', '.join(SWEEPS)}."),
@@ -215,14 +200,7 @@ def sweep_cmd(
                                help="Comma-separated values to try."),
     out: Path = out_dir_option(f"{DEFAULT_DATA_DIR}/sweeps", "sweep-PARAM.csv and .png"),
     fleet: str | None = FleetOption, pool: str | None = PoolOpt, job_gpus: int | None = JobOpt,
-    days: float = DaysOpt, trials: int = TrialsOpt, seed: int = RngOpt,
-    failure_model: str = ModelOpt, ckpt_interval: float = IntervalOpt, ckpt_cost: float = CostOpt,
-    restart: float = RestartOpt, detect: float | None = DetectOpt, align: str = AlignOpt,
-    spare_domains: int | None = SpareDomOpt, spare_trays: int = SpareTrayOpt,
-    escalate_at: int | None = EscOpt, straggler_ratio: float = StragOpt,
-    straggler_slowdown: float = SlowOpt, straggler_detect: float = SlowDetOpt,
-    rate_scale: float = ScaleOpt, repair_scale: float = RepairOpt,
-    rack_repair: float = RackRepairOpt, mfu: float = MfuOpt,
+    config: dict[str, Any] = CONFIG,
     storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
     region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
     local_cache: bool = CacheOpt, replication: bool = ReplOpt,

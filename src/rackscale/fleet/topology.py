@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -47,7 +47,7 @@ from rackscale.fleet.kinds import (
     SWITCH_TRAY,
     TRAY_KINDS,
 )
-from rackscale.fleet.spec import FleetSpec
+from rackscale.fleet.spec import FleetSpec, RackGroup, RegionSpec
 from rackscale.fleet.templates import TEMPLATES, RackTemplate
 
 # Water at a 10 K rise carries 1 kW per ~1.43 L/min (NUMBERS.md, physics).
@@ -164,6 +164,34 @@ def _template_layout(t: RackTemplate, trays: int) -> list[tuple[str, str, int, s
     return out
 
 
+Layout = list[tuple[str, str, int, str | None]]  # (id suffix, kind, parent position, sku)
+
+
+@dataclass(slots=True)
+class _GpuColumns:
+    """Per-GPU columns while the topology is built (numpy arrays once it is done)."""
+
+    comp: list[int] = field(default_factory=list)
+    region: list[int] = field(default_factory=list)
+    rack: list[int] = field(default_factory=list)
+    tray: list[int] = field(default_factory=list)
+    slot: list[int] = field(default_factory=list)
+    leaf: list[int] = field(default_factory=list)
+    domain: list[int] = field(default_factory=list)
+    nic: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _RegionPlace:
+    """Where a region's racks go: its number, name, first component and leaf numbering."""
+
+    r_no: int
+    name: str
+    start: int
+    leaf_base: int
+    leaf_groups: int
+
+
 class Topology:
     """All components of a fleet and the queries over them. Build with `Topology.build(spec)`."""
 
@@ -217,86 +245,10 @@ class Topology:
         return i
 
     def _build(self) -> None:
-        net = self.spec.network
-        layouts: dict[tuple[str, int], list[tuple[str, str, int, str | None]]] = {}
-        gpu_comp: list[int] = []
-        gpu_region: list[int] = []
-        gpu_rack: list[int] = []
-        gpu_tray: list[int] = []
-        gpu_slot: list[int] = []
-        gpu_leaf: list[int] = []
-        gpu_domain: list[int] = []
-        gpu_nic: list[int] = []
+        cols = _GpuColumns()
+        layouts: dict[tuple[str, int], Layout] = {}
         for r_no, region in enumerate(self.spec.regions):
-            rstart = self._add(region.name, REGION, -1, None, r_no, -1)
-            self.regions.append(region.name)
-            rack_list = region.rack_names()
-            rails = max(TEMPLATES[g.template].nics_per_tray for _, g in rack_list)
-            n_groups = (len(rack_list) + net.racks_per_leaf - 1) // net.racks_per_leaf
-            # Leaf numbers are assigned before the racks so GPUs can point at them.
-            leaf_base = len(self.leaves)
-            for rail in range(rails):
-                for g in range(n_groups):
-                    self._leaf_index[f"{region.name}/leaf-rail{rail}-{g}"] = len(self.leaves)
-                    self.leaves.append(f"{region.name}/leaf-rail{rail}-{g}")
-                    self.leaf_region.append(r_no)
-                    self.leaf_rail.append(rail)
-            for local, (name, group) in enumerate(rack_list):
-                t = TEMPLATES[group.template]
-                trays = group.nodes_per_rack or t.trays
-                key = (t.name, trays)
-                if key not in layouts:
-                    layouts[key] = _template_layout(t, trays)
-                layout = layouts[key]
-                rack_no = len(self.racks)
-                rack_id = f"{region.name}/{name}"
-                first = self._add(rack_id, RACK, rstart, t.name, r_no, rack_no)
-                base = first + 1
-                gpu_first = len(gpu_comp)
-                pre = rack_id + "/"
-                self.ids.extend([pre + s for s, _, _, _ in layout])
-                self.kinds.extend([k for _, k, _, _ in layout])
-                self.parents.extend([first if p < 0 else base + p for _, _, p, _ in layout])
-                self.skus.extend([sku for _, _, _, sku in layout])
-                self.region_of.extend([r_no] * len(layout))
-                self.rack_of.extend([rack_no] * len(layout))
-                leaf_group = local // net.racks_per_leaf
-                if t.domain_is_rack:
-                    dom = len(self.domains)
-                    self.domains.append(rack_id)
-                    self.domain_switches.append(
-                        tuple(pre + s for s, k, _, _ in layout if k == SWITCH_TRAY)
-                    )
-                for pos, (suffix, kind, parent, _) in enumerate(layout):
-                    if kind == NODE:
-                        dom = len(self.domains)
-                        self.domains.append(pre + suffix)
-                        self.domain_switches.append(tuple(
-                            pre + s for s, k, p, _ in layout if k == NVSWITCH and p == pos
-                        ))
-                    elif kind == GPU:
-                        slot = int(suffix.rsplit("gpu", 1)[1])
-                        gpu_comp.append(base + pos)
-                        gpu_region.append(r_no)
-                        gpu_rack.append(rack_no)
-                        gpu_tray.append(base + parent)
-                        gpu_slot.append(slot)
-                        gpu_leaf.append(leaf_base + slot * n_groups + leaf_group)
-                        gpu_domain.append(dom)
-                        # nics follow gpus and cpus in the tray: nicK sits at a fixed offset
-                        gpu_nic.append(base + pos + t.gpus_per_tray + t.cpus_per_tray)
-                self.racks.append(Rack(
-                    id=rack_id, name=name, region=region.name, template=t, index=rack_no,
-                    local_index=local, trays=trays, first=first, end=len(self.ids),
-                    gpu_first=gpu_first, gpu_end=len(gpu_comp),
-                ))
-            for leaf in self.leaves[leaf_base:]:
-                self._add(leaf, LEAF, rstart, None, r_no, -1)
-            spines = [f"{region.name}/spine-{j}" for j in range(net.spines_per_region)]
-            self.spines.append(spines)
-            for s in spines:
-                self._add(s, SPINE, rstart, None, r_no, -1)
-            self.region_ranges.append((rstart, len(self.ids)))
+            self._build_region(r_no, region, cols, layouts)
         self.index = {cid: i for i, cid in enumerate(self.ids)}
         if len(self.index) != len(self.ids):
             # The spec's name rules make ids unique; this is the backstop that keeps a rule
@@ -305,16 +257,98 @@ class Topology:
             raise UserError(f"fleet {self.spec.name}: {len(dup)} component ids are given to two "
                             f"parts (e.g. {', '.join(dup[:3])}); rename the racks so that no "
                             "rack name equals a switch or part name")
-        self.gpu_comp = np.asarray(gpu_comp, dtype=np.int64)
-        self.gpu_ids = [self.ids[i] for i in gpu_comp]
-        self.gpu_region = np.asarray(gpu_region, dtype=np.int32)
-        self.gpu_rack = np.asarray(gpu_rack, dtype=np.int32)
-        self.gpu_tray = np.asarray(gpu_tray, dtype=np.int64)
-        self.gpu_slot = np.asarray(gpu_slot, dtype=np.int16)
-        self.gpu_leaf = np.asarray(gpu_leaf, dtype=np.int32)
-        self.gpu_domain = np.asarray(gpu_domain, dtype=np.int32)
-        self.gpu_nic = np.asarray(gpu_nic, dtype=np.int64)
-        self.gpu_sku = [self.racks[r].template.gpu for r in gpu_rack]
+        self.gpu_comp = np.asarray(cols.comp, dtype=np.int64)
+        self.gpu_ids = [self.ids[i] for i in cols.comp]
+        self.gpu_region = np.asarray(cols.region, dtype=np.int32)
+        self.gpu_rack = np.asarray(cols.rack, dtype=np.int32)
+        self.gpu_tray = np.asarray(cols.tray, dtype=np.int64)
+        self.gpu_slot = np.asarray(cols.slot, dtype=np.int16)
+        self.gpu_leaf = np.asarray(cols.leaf, dtype=np.int32)
+        self.gpu_domain = np.asarray(cols.domain, dtype=np.int32)
+        self.gpu_nic = np.asarray(cols.nic, dtype=np.int64)
+        self.gpu_sku = [self.racks[r].template.gpu for r in cols.rack]
+
+    def _build_region(self, r_no: int, region: RegionSpec, cols: _GpuColumns,
+                      layouts: dict[tuple[str, int], Layout]) -> None:
+        net = self.spec.network
+        rstart = self._add(region.name, REGION, -1, None, r_no, -1)
+        self.regions.append(region.name)
+        rack_list = region.rack_names()
+        rails = max(TEMPLATES[g.template].nics_per_tray for _, g in rack_list)
+        n_groups = (len(rack_list) + net.racks_per_leaf - 1) // net.racks_per_leaf
+        # Leaf numbers are assigned before the racks so GPUs can point at them.
+        leaf_base = len(self.leaves)
+        for rail in range(rails):
+            for g in range(n_groups):
+                self._leaf_index[f"{region.name}/leaf-rail{rail}-{g}"] = len(self.leaves)
+                self.leaves.append(f"{region.name}/leaf-rail{rail}-{g}")
+                self.leaf_region.append(r_no)
+                self.leaf_rail.append(rail)
+        where = _RegionPlace(r_no=r_no, name=region.name, start=rstart, leaf_base=leaf_base,
+                             leaf_groups=n_groups)
+        for local, (name, group) in enumerate(rack_list):
+            t = TEMPLATES[group.template]
+            trays = group.nodes_per_rack or t.trays
+            key = (t.name, trays)
+            if key not in layouts:
+                layouts[key] = _template_layout(t, trays)
+            self._build_rack(where, local, name, group, layouts[key], cols)
+        for leaf in self.leaves[leaf_base:]:
+            self._add(leaf, LEAF, rstart, None, r_no, -1)
+        spines = [f"{region.name}/spine-{j}" for j in range(net.spines_per_region)]
+        self.spines.append(spines)
+        for s in spines:
+            self._add(s, SPINE, rstart, None, r_no, -1)
+        self.region_ranges.append((rstart, len(self.ids)))
+
+    def _build_rack(self, where: _RegionPlace, local: int, name: str, group: RackGroup,
+                    layout: Layout, cols: _GpuColumns) -> None:
+        """One rack's components (from its template's layout), NVLink domains and GPUs."""
+        t = TEMPLATES[group.template]
+        trays = group.nodes_per_rack or t.trays
+        r_no = where.r_no
+        rack_no = len(self.racks)
+        rack_id = f"{where.name}/{name}"
+        first = self._add(rack_id, RACK, where.start, t.name, r_no, rack_no)
+        base = first + 1
+        gpu_first = len(cols.comp)
+        pre = rack_id + "/"
+        self.ids.extend([pre + s for s, _, _, _ in layout])
+        self.kinds.extend([k for _, k, _, _ in layout])
+        self.parents.extend([first if p < 0 else base + p for _, _, p, _ in layout])
+        self.skus.extend([sku for _, _, _, sku in layout])
+        self.region_of.extend([r_no] * len(layout))
+        self.rack_of.extend([rack_no] * len(layout))
+        leaf_group = local // self.spec.network.racks_per_leaf
+        if t.domain_is_rack:
+            dom = len(self.domains)
+            self.domains.append(rack_id)
+            self.domain_switches.append(
+                tuple(pre + s for s, k, _, _ in layout if k == SWITCH_TRAY)
+            )
+        for pos, (suffix, kind, parent, _) in enumerate(layout):
+            if kind == NODE:
+                dom = len(self.domains)
+                self.domains.append(pre + suffix)
+                self.domain_switches.append(tuple(
+                    pre + s for s, k, p, _ in layout if k == NVSWITCH and p == pos
+                ))
+            elif kind == GPU:
+                slot = int(suffix.rsplit("gpu", 1)[1])
+                cols.comp.append(base + pos)
+                cols.region.append(r_no)
+                cols.rack.append(rack_no)
+                cols.tray.append(base + parent)
+                cols.slot.append(slot)
+                cols.leaf.append(where.leaf_base + slot * where.leaf_groups + leaf_group)
+                cols.domain.append(dom)
+                # nics follow gpus and cpus in the tray: nicK sits at a fixed offset
+                cols.nic.append(base + pos + t.gpus_per_tray + t.cpus_per_tray)
+        self.racks.append(Rack(
+            id=rack_id, name=name, region=where.name, template=t, index=rack_no,
+            local_index=local, trays=trays, first=first, end=len(self.ids),
+            gpu_first=gpu_first, gpu_end=len(cols.comp),
+        ))
 
     # ------------------------------------------------------------------ lookups
     def __len__(self) -> int:

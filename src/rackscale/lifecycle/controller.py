@@ -432,7 +432,7 @@ class Controller:
                        ps)
         elif st == R.BURN_IN:
             s = tx()
-            if repository.passing_evidence(s, repository.get_row(s, rid)) is not None:
+            if repository.passing_evidence(self.store, s, repository.get_row(s, rid)) is not None:
                 self._move(s, rid, row, R.CERTIFIED, "passing certification on record", ps)
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, ps, "goal production")
@@ -445,7 +445,7 @@ class Controller:
             if trow is None or trow.state != T.BURN_IN:
                 continue
             s = r.tx()
-            if repository.passing_evidence(s, repository.get_row(s, tray)) is not None:
+            if repository.passing_evidence(self.store, s, repository.get_row(s, tray)) is not None:
                 self._move(s, tray, trow, T.PRODUCTION, "passing certification on record",
                            r.ps)
 
@@ -465,7 +465,7 @@ class Controller:
 
     def _try_production(self, s: Session, rid: str, row: Row, ps: Pass, why: str) -> None:
         lrow = repository.get_row(s, rid)
-        if repository.passing_evidence(s, lrow) is None:
+        if repository.passing_evidence(self.store, s, lrow) is None:
             ps.rep.waiting[rid] = "production needs a passing certification newer than repair"
             return
         self._move(s, rid, row, R.PRODUCTION, why, ps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Float, Integer, String, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -27,12 +27,13 @@ from rackscale.lifecycle.states import (
     TrayState,
     check,
 )
-from rackscale.store import Base, EventRow, Store, UTCDateTime
+from rackscale.store import Base, LifecycleTransitionV1, NewEvent, Store, UTCDateTime
 
 TRANSITION = "lifecycle.transition"
 INTERLOCK = "lifecycle.interlock"
 SLURM = "lifecycle.slurm"
 NOTED = "lifecycle.noted"
+CERTIFY_RESULT = "certify.result"
 # States only passing certification evidence opens (for any actor: operator or controller).
 EVIDENCE_GATED = frozenset({RackState.CERTIFIED.value, RackState.PRODUCTION.value})
 
@@ -103,17 +104,14 @@ def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
                     new.append((topo.ids[j], TRAY, rack.id, TrayState.ONBOARD.value))
         if not new:
             return 0
-        rows = [{"time": now, "component_id": cid, "kind": TRANSITION,
-                 "payload": {"from": None, "to": st}, "actor": actor, "reason": reason}
-                for cid, _, _, st in new]
-        # One INSERT per event keeps the seq of each row without a second query.
-        evs = [EventRow(**r) for r in rows]
-        s.add_all(evs)
-        s.flush()
+        seqs = store.append_events_seqs(
+            [NewEvent(component_id=cid, kind=TRANSITION, payload={"from": None, "to": st},
+                      actor=actor, reason=reason, time=now) for cid, _, _, st in new],
+            session=s)
         s.add_all([
-            LifecycleRow(component_id=cid, machine=m, rack=rack, state=st, seq=ev.seq,
+            LifecycleRow(component_id=cid, machine=m, rack=rack, state=st, seq=seq,
                          goal=None, fault_since=None, fault_tier=0, updated=now)
-            for (cid, m, rack, st), ev in zip(new, evs, strict=True)
+            for (cid, m, rack, st), seq in zip(new, seqs, strict=True)
         ])
     return len(new)
 
@@ -142,34 +140,29 @@ def state_of(store: Store, cid: str) -> LifecycleRow:
         return get_row(s, cid)
 
 
-def _last_repair_seq(s: Session, row: LifecycleRow) -> int:
+def _last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     """Seq of the component's last move into a repair state. Enrollment (the first row, `from`
     None) is not a repair: hardware certified before the lifecycle knew it keeps that
     evidence, so `certify run` then `lifecycle run` promotes instead of waiting forever."""
     states = RACK_REPAIR_STATES if row.machine == RACK else TRAY_REPAIR_STATES
-    q = (select(EventRow.seq, EventRow.payload)
-         .where(EventRow.component_id == row.component_id, EventRow.kind == TRANSITION)
-         .order_by(EventRow.seq.desc()))
-    for seq, payload in s.execute(q):
-        p = payload or {}
-        if p.get("to") in {st.value for st in states} and p.get("from") is not None:
-            return int(seq)
+    repair = {st.value for st in states}
+    for ev in store.events(component_id=row.component_id, kind=TRANSITION, newest_first=True,
+                           session=s):
+        moved = cast(LifecycleTransitionV1, ev.parsed())
+        if moved.to in repair and moved.from_ is not None:
+            return ev.seq
     return 0
 
 
-def passing_evidence(s: Session, row: LifecycleRow) -> int | None:
+def passing_evidence(store: Store, s: Session, row: LifecycleRow) -> int | None:
     """Seq of a passing `certify.result` for the component (or its rack) newer than its last
     repair/triage, or None. A triage counts like a repair: evidence from before a finding
     must not send the part straight back to production."""
-    floor = _last_repair_seq(s, row)
-    ids = {row.component_id, row.rack}
-    q = (select(EventRow.seq, EventRow.payload)
-         .where(EventRow.kind == "certify.result", EventRow.component_id.in_(ids),
-                EventRow.seq > floor)
-         .order_by(EventRow.seq.desc()))
-    for seq, payload in s.execute(q):
-        if (payload or {}).get("verdict") == "pass":
-            return int(seq)
+    floor = _last_repair_seq(store, s, row)
+    for ev in store.events(kind=CERTIFY_RESULT, component_ids={row.component_id, row.rack},
+                           after_seq=floor, newest_first=True, session=s):
+        if ev.payload.get("verdict") == "pass":
+            return ev.seq
     return None
 
 
@@ -192,7 +185,7 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
     check(row.machine, cid, src, to)
     payload: dict[str, Any] = {"from": src, "to": to}
     if to in EVIDENCE_GATED:
-        ev = passing_evidence(s, row)
+        ev = passing_evidence(store, s, row)
         if ev is None:
             raise EvidenceMissing(
                 f"{row.machine} {cid} cannot become {to}: no passing certify.result for it or "

@@ -82,6 +82,12 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
     rep.findings = len(events)
     touched: set[str] = set()
     with store.session() as s:
+        def note(cid: str, seq: int, why: str) -> None:
+            """A finding read and nothing moved: say why in the log."""
+            store.append_event(cid, NOTED, {"finding_seq": seq, "action": "none"}, actor=actor,
+                               reason=why, session=s)
+            rep.noted.append(cid)
+
         for ev in events:
             cid = ev.payload.get("component") or ev.component_id
             kind = ev.payload.get("kind", "?")
@@ -91,14 +97,13 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
             try:
                 holder = topo.holder(cid)
             except UnknownComponent:
-                _note(store, s, cid, ev.seq, "unknown component: not in this fleet", actor, rep)
+                note(cid, ev.seq, "unknown component: not in this fleet")
                 continue
             if verdict == "pass" or verdict == "warn":
-                _note(store, s, cid, ev.seq, f"verdict {verdict}: recorded, no move", actor, rep)
+                note(cid, ev.seq, f"verdict {verdict}: recorded, no move")
                 continue
             if holder.level == "fabric":
-                _note(store, s, cid, ev.seq, f"{holder.kind} finding: shared fabric, no tray "
-                      "moves", actor, rep)
+                note(cid, ev.seq, f"{holder.kind} finding: shared fabric, no tray moves")
                 continue
             if holder.level == "rack":
                 rack = holder.rack or cid
@@ -108,8 +113,7 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
                 continue
             tray = holder.tray
             if tray is None:
-                _note(store, s, cid, ev.seq, f"{holder.kind} finding: no lifecycle handling",
-                      actor, rep)
+                note(cid, ev.seq, f"{holder.kind} finding: no lifecycle handling")
                 continue
             row = repository.get_row(s, tray)
             st = T(row.state)
@@ -132,13 +136,6 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
     return rep
 
 
-def _note(store: Store, s: Any, cid: str, seq: int, why: str, actor: str,
-          rep: TriageReport) -> None:
-    store.append_event(cid, NOTED, {"finding_seq": seq, "action": "none"}, actor=actor,
-                       reason=why, session=s)
-    rep.noted.append(cid)
-
-
 def _tolerated(topo: Topology, rack: str) -> int:
     """Trays out the rack's template tolerates (the default for a rack the topology lacks)."""
     return topo.rack(rack).template.max_bad_trays if rack in topo.index else DEFAULT_MAX_BAD_TRAYS
@@ -153,13 +150,13 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
         racks = list(s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "rack")))
         limit = {row.component_id: _tolerated(topo, row.component_id) for row in racks}
         for row in racks:
-            if row.state == R.BURN_IN and repository.passing_evidence(s, row) is not None:
+            if row.state == R.BURN_IN and repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, R.CERTIFIED, actor=actor, session=s,
                                   reason="passing certification on record")
                 rep.promoted["rack_certified"] = rep.promoted.get("rack_certified", 0) + 1
             tolerated = limit[row.component_id]
             if row.state == R.CERTIFIED and _bad_trays(s, row.component_id) <= tolerated and \
-                    repository.passing_evidence(s, row) is not None:
+                    repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, R.PRODUCTION, actor=actor, session=s,
                                   reason=f"certified; <= {tolerated} trays out")
                 rep.promoted["rack_production"] = rep.promoted.get("rack_production", 0) + 1
@@ -167,7 +164,7 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
         trays = s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "tray",
                                                      LifecycleRow.state == T.BURN_IN.value))
         for row in list(trays):
-            if row.rack in serving and repository.passing_evidence(s, row) is not None:
+            if row.rack in serving and repository.passing_evidence(store, s, row) is not None:
                 repository.transition(store, row.component_id, T.PRODUCTION, actor=actor,
                                   session=s, reason="passing certification on record")
                 rep.promoted["tray_production"] = rep.promoted.get("tray_production", 0) + 1

@@ -19,6 +19,7 @@ from rackscale.certify import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
 from rackscale.provenance import Provenance
 from rackscale.report.rackrows import RackInputs, rack_rows
+from rackscale.report.reasons import Reason
 from rackscale.report.rules import effective_action, rule_for
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 from rackscale.report.storeview import StoreView
@@ -172,7 +173,7 @@ class _LedgerBuild:
     # 1. headline
     def headline(self) -> None:
         topo, view = self.topo, self.view
-        self.record("headline", "headline GPUs", "fleet_spec", "spec",
+        self.record("headline", "headline GPUs", Reason.FLEET_SPEC, "spec",
                     f"fleet spec {topo.spec.name!r} ({len(topo.racks)} racks) loaded in "
                     f"{view.store_url}", Counter(),
                     provenance={"fleet": topo.spec.name, "fleet_loaded_seq":
@@ -183,11 +184,11 @@ class _LedgerBuild:
         topo, view = self.topo, self.view
         lost: Counter[str] = Counter()
         missing = [g for g, gid in enumerate(topo.gpu_ids) if gid not in view.inventory_gpus]
-        lost["not_in_inventory"] += self.mask.drop(missing, "not_in_inventory")
+        lost[Reason.NOT_IN_INVENTORY] += self.mask.drop(missing, Reason.NOT_IN_INVENTORY)
         extra = len(view.inventory_gpus) - (self.n - len(missing))
         if extra:
             self.warnings.append(f"{extra} GPU rows in the inventory are not in the fleet spec")
-        self.record("installed", "installed (inventory)", "inventory", "inventory",
+        self.record("installed", "installed (inventory)", Reason.INVENTORY, "inventory",
                     f"components of kind gpu in {view.store_url}", lost,
                     provenance={"inventory_gpu_rows": len(view.inventory_gpus)})
 
@@ -206,12 +207,13 @@ class _LedgerBuild:
                 self._drop_unpowered(rack.id, rack_state, gpus, lost)
         if has_lifecycle:
             seqs = [e.seq for e in view.states.values()]
-            self.record("powered", "powered and cooled", "lifecycle", _lifecycle_backend(view),
+            self.record("powered", "powered and cooled", Reason.LIFECYCLE,
+                        _lifecycle_backend(view),
                         f"latest lifecycle.transition of {len(view.states)} racks/trays "
                         f"(event seq {min(seqs)}..{max(seqs)})", lost,
                         provenance={"components_with_state": len(view.states)})
         else:
-            self.record("powered", "powered and cooled", "no_lifecycle_data", "not_run",
+            self.record("powered", "powered and cooled", Reason.NO_LIFECYCLE_DATA, "not_run",
                         "no lifecycle.transition events: lifecycle not run, count carried "
                         "through", lost, note="no lifecycle data")
 
@@ -220,24 +222,25 @@ class _LedgerBuild:
         """Drop a rack's GPUs that its (or their tray's) lifecycle state leaves unpowered."""
         mask, topo = self.mask, self.topo
         if rack_state is None:
-            lost["rack_not_onboarded"] += mask.drop(gpus, "rack_not_onboarded")
+            lost[Reason.RACK_NOT_ONBOARDED] += mask.drop(gpus, Reason.RACK_NOT_ONBOARDED)
             return
         ok = rack_powered(rack_state)
         if ok is None:
             self.warnings.append(f"{rack_id}: lifecycle state {rack_state!r} unknown to the "
                                  "report")
-            code = f"unknown_rack_state:{rack_state}"
+            code = Reason.UNKNOWN_RACK_STATE.of(rack_state)
             lost[code] += mask.drop(gpus, code)
         elif not ok:
-            lost[f"rack_state:{rack_state}"] += mask.drop(gpus, f"rack_state:{rack_state}")
+            code = Reason.RACK_STATE.of(rack_state)
+            lost[code] += mask.drop(gpus, code)
             return
         for tray in np.unique(topo.gpu_tray[gpus]).tolist():
             tray_state = self.tray_state[tray]
             if tray_state is None:
                 continue  # a powered rack powers trays that have no state of their own
             tray_ok = tray_powered(tray_state)
-            code = (f"unknown_tray_state:{tray_state}" if tray_ok is None
-                    else f"tray_state:{tray_state}")
+            code = (Reason.UNKNOWN_TRAY_STATE.of(tray_state) if tray_ok is None
+                    else Reason.TRAY_STATE.of(tray_state))
             if tray_ok is None:
                 self.warnings.append(f"{topo.ids[tray]}: lifecycle state {tray_state!r} unknown "
                                      "to the report")
@@ -249,7 +252,7 @@ class _LedgerBuild:
         topo, view, run = self.topo, self.view, self.run
         lost: Counter[str] = Counter()
         if run is None:
-            self.record("healthy", "healthy (certification)", "certify_not_run", "not_run",
+            self.record("healthy", "healthy (certification)", Reason.CERTIFY_NOT_RUN, "not_run",
                         "no certify.run events: certification not run, count carried through",
                         lost, note="certification not run")
         else:
@@ -259,9 +262,9 @@ class _LedgerBuild:
             for tray, tray_state in self.tray_state.items():
                 if tray_state in TRAY_OUT_OF_SERVICE:
                     gpus = np.flatnonzero(topo.gpu_tray == tray)
-                    lost[f"tray_state:{tray_state}"] += self.mask.drop(
-                        gpus, f"tray_state:{tray_state}")
-            self.record("healthy", "healthy (certification)", "certify_findings", _basis_of(
+                    lost[Reason.TRAY_STATE.of(tray_state)] += self.mask.drop(
+                        gpus, Reason.TRAY_STATE.of(tray_state))
+            self.record("healthy", "healthy (certification)", Reason.CERTIFY_FINDINGS, _basis_of(
                 run_payload.get("backend")), f"certify.run {run_payload.get('run_id')} (event "
                 f"seq {run.seq}): {len(view.findings)} findings, {len(view.results)} results",
                 lost, provenance=_run_provenance(run_payload, run.seq))
@@ -292,8 +295,8 @@ class _LedgerBuild:
             affected = topo.affected_gpus(cid)
         row["affected_gpus"] = int(affected.size)
         if action == "remove":
-            row["dropped_gpus"] = self.mask.drop(affected, f"finding:{eff_kind}")
-            lost[f"finding:{eff_kind}"] += row["dropped_gpus"]
+            row["dropped_gpus"] = self.mask.drop(affected, Reason.FINDING.of(eff_kind))
+            lost[Reason.FINDING.of(eff_kind)] += row["dropped_gpus"]
         elif action == "domain":
             for d in np.unique(topo.gpu_domain[affected]).tolist():
                 self.degraded_domains.setdefault(d, eff_kind)
@@ -308,14 +311,15 @@ class _LedgerBuild:
         for d in range(len(topo.domains)):
             gpus = self.domain_gpus[d]
             if d in self.degraded_domains and mask.alive[gpus].any():
-                code = f"domain_degraded:{self.degraded_domains[d]}"
+                code = Reason.DOMAIN_DEGRADED.of(self.degraded_domains[d])
                 lost[code] += mask.drop(gpus, code)
             elif not mask.alive[gpus].all():
-                lost["domain_partial"] += mask.drop(gpus, "domain_partial")
+                lost[Reason.DOMAIN_PARTIAL] += mask.drop(gpus, Reason.DOMAIN_PARTIAL)
             self.domain_ok.append(bool(mask.alive[gpus].all()) and gpus.size > 0)
         prev = self.steps[-1]
         self.record("domain", "in a fully healthy NVLink domain",
-                    "certify_not_run" if self.run is None else "nvlink_domains", prev.basis,
+                    Reason.CERTIFY_NOT_RUN if self.run is None else Reason.NVLINK_DOMAINS,
+                    prev.basis,
                     f"{len(topo.domains)} NVLink domains of the topology; health from the step "
                     "above", lost, provenance=prev.provenance)
 
@@ -335,11 +339,13 @@ class _LedgerBuild:
                 self.domain_certified.append(False)
                 continue
             usable = (gpus.size // shape.gpus_per_domain) * shape.gpus_per_domain
-            lost["shape_remainder"] += self.mask.drop(gpus[usable:], "shape_remainder")
+            lost[Reason.SHAPE_REMAINDER] += self.mask.drop(gpus[usable:],
+                                                           Reason.SHAPE_REMAINDER)
             self.domain_certified.append(True)
         prev = self.steps[-1]
         self.record("certified", f"certified for {shape.name}",
-                    "certify_not_run" if run is None else "certify_results", prev.basis,
+                    Reason.CERTIFY_NOT_RUN if run is None else Reason.CERTIFY_RESULTS,
+                    prev.basis,
                     f"job shape {shape.name} ({shape.gpus_per_domain} GPUs per domain, stages "
                     f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain",
                     lost, provenance=prev.provenance,
@@ -349,16 +355,16 @@ class _LedgerBuild:
         """The reason code a healthy domain is not certified for the job shape, or None."""
         shape = self.shape
         if gpus.size < shape.gpus_per_domain:
-            return "shape_too_small"
+            return Reason.SHAPE_TOO_SMALL
         if self.run is None:
             return None
         if result is None:
-            return "no_certify_result"
+            return Reason.NO_CERTIFY_RESULT
         if result.get("verdict") != "pass":
-            return f"domain_verdict:{result.get('verdict')}"
+            return Reason.DOMAIN_VERDICT.of(result.get('verdict'))
         passed = {stage_name(x) for x in result.get("stages_passed") or []}
         missing_stage = [s for s in shape.required_stages if s not in passed]
-        return f"stage_not_passed:{missing_stage[0]}" if missing_stage else None
+        return Reason.STAGE_NOT_PASSED.of(missing_stage[0]) if missing_stage else None
 
 def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
     keys = ("run_id", "backend", "seed", "faults_file", "stages", "campaign_s")
@@ -424,18 +430,21 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
     label = f"expected goodput under failures ({shape.name})"
     if sim is None and view.other_simulation is not None:
         other = view.other_simulation
-        return Step(key="goodput", label=label, count=certified, reason="simulate_other_fleet",
+        return Step(key="goodput", label=label, count=certified,
+                    reason=Reason.SIMULATE_OTHER_FLEET,
                     basis="not_run", note=f"simulation is of fleet {other.component_id}",
                     source=f"simulate.run event seq {other.seq} is of fleet "
                     f"{other.component_id!r}: not applied to {view.topo.spec.name!r}")
     if sim is None:
-        return Step(key="goodput", label=label, count=certified, reason="simulate_not_run",
+        return Step(key="goodput", label=label, count=certified,
+                    reason=Reason.SIMULATE_NOT_RUN,
                     basis="not_run", note="simulation not run",
                     source="no simulate.run events: count carried through")
     p = sim.payload
     found = failure_goodput(p)
     if found is None:
-        return Step(key="goodput", label=label, count=certified, reason="simulate_invalid",
+        return Step(key="goodput", label=label, count=certified,
+                    reason=Reason.SIMULATE_INVALID,
                     basis="not_run", note="simulate.run has no ETTR or goodput in [0, 1]",
                     source=f"simulate.run event seq {sim.seq}: no usable goodput figure")
     frac, interval, which = found
@@ -453,10 +462,10 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
             "job_gpus", "faults_file", "backend")
     prov = {k: p.get(k) for k in keys if k in p} | {"event_seq": sim.seq, "fraction": frac,
                                                       "figure": which}
-    return Step(key="goodput", label=label, count=count, reason="simulated_goodput",
+    return Step(key="goodput", label=label, count=count, reason=Reason.SIMULATED_GOODPUT,
                 basis="simulated", source=f"simulate.run {p.get('run_id')} (event seq "
                 f"{sim.seq}): certified GPUs x {which} {frac:.3f}",
-                lost={"goodput_loss": round(certified - count, 1)},
+                lost={Reason.GOODPUT_LOSS: round(certified - count, 1)},
                 provenance=prov, note=note, ci95=ci)
 
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-
 from rackscale.errors import UserError
 from rackscale.fleet import GPU, FleetSpec, Topology
-from rackscale.store import ComponentRow, Event, EventRow, Store
+from rackscale.store import Event, Store
 
 LIFECYCLE_RECENT = 200  # newest lifecycle events kept in full (the report shows these)
 
@@ -83,55 +81,27 @@ def _latest(store: Store, kind: str) -> Event | None:
     return found[0] if found else None
 
 
-_COLS = (EventRow.seq, EventRow.time, EventRow.component_id, EventRow.kind, EventRow.payload,
-         EventRow.actor, EventRow.reason)
-
-
-def _rows(store: Store, q: Any) -> list[Event]:
-    """Events of a Core query over `_COLS`: plain rows, no ORM objects (at 128k GPUs the ORM
-    was most of the report's build time)."""
-    with store.engine.connect() as c:
-        return [Event(seq=r[0], time=r[1], component_id=r[2], kind=r[3], payload=r[4] or {},
-                      actor=r[5], reason=r[6]) for r in c.execute(q)]
-
-
-def _latest_transitions(store: Store) -> list[Event]:
-    """The latest lifecycle.transition of every component, in one query."""
-    latest = (select(func.max(EventRow.seq)).where(EventRow.kind == "lifecycle.transition")
-              .group_by(EventRow.component_id))
-    return _rows(store, select(*_COLS).where(EventRow.seq.in_(latest)).order_by(EventRow.seq))
-
-
 def _lifecycle(store: Store, view: StoreView) -> None:
-    is_lc = EventRow.kind.startswith("lifecycle.", autoescape=True)
-    with store.engine.connect() as c:
-        view.lifecycle_counts = {k: int(n) for k, n in c.execute(
-            select(EventRow.kind, func.count()).where(is_lc).group_by(EventRow.kind)
-            .order_by(EventRow.kind))}
+    view.lifecycle_counts = store.count_events_by_kind("lifecycle.")
     if not view.lifecycle_counts:
         return
-    view.states = {e.component_id: e for e in _latest_transitions(store)}
-    recent = _rows(store, select(*_COLS).where(is_lc).order_by(EventRow.seq.desc())
-                   .limit(LIFECYCLE_RECENT))
+    view.states = {e.component_id: e for e in store.latest_events("lifecycle.transition")}
+    recent = store.events(kind_prefix="lifecycle.", newest_first=True, limit=LIFECYCLE_RECENT)
     view.lifecycle_events = recent[::-1]
-    view.interlocks = _rows(store, select(*_COLS).where(
-        EventRow.kind == "lifecycle.interlock").order_by(EventRow.seq))
+    view.interlocks = store.events(kind="lifecycle.interlock")
 
 
 def _of_run(store: Store, kind: str, run_id: Any) -> list[Event]:
     """The events of one kind that carry `run_id`, filtered in the database."""
     if run_id is None:
         return []
-    q = select(*_COLS).where(EventRow.kind == kind).order_by(EventRow.seq)
-    q = q.where(EventRow.payload["run_id"].as_string() == str(run_id))
-    return [e for e in _rows(store, q) if e.payload.get("run_id") == run_id]
+    return store.events_with(kind, "run_id", run_id)
 
 
 def collect(store: Store, *, fleet: str | None = None) -> StoreView:
     spec, fleet_event = _load_fleet(store, fleet)
     topo = Topology.build(spec)
-    with store.engine.connect() as c:  # Core, not ORM: 128k ids
-        gpus = set(c.scalars(select(ComponentRow.id).where(ComponentRow.kind == GPU)))
+    gpus = store.component_ids(kind=GPU)
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
     _lifecycle(store, view)

@@ -1,0 +1,152 @@
+"""`rackscale job`: run a distributed training job under the supervisor, the reference
+trainer, and the incidents of past recoveries."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from rackscale.cli._common import DbOption, JsonOption, emit_json, noun, plain, say
+
+app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
+
+JobDirOption = typer.Option(
+    Path("rackscale-data/jobs/job"), "--job-dir", metavar="DIR",
+    help="The job's directory: its state, heartbeats, logs, incidents and (by default) its "
+    "checkpoint tiers. Run again on the same directory to resume the job.")
+CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
+                               help="Checkpoint every N steps (passed to the ranks).")
+StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw and raw.isdigit() else default
+
+
+@app.command("train-demo")
+def train_demo(
+    steps: int = typer.Option(None, "--steps", min=1, show_default=False,
+                              help="Training steps (default: $RACKSCALE_STEPS, else 100)."),
+    ckpt_every: int = typer.Option(None, "--ckpt-every", min=1, show_default=False,
+                                   help="Checkpoint every N steps (default: "
+                                   "$RACKSCALE_CKPT_EVERY, else 10)."),
+    width: int = typer.Option(256, "--width", min=1, help="Hidden width of the MLP."),
+    depth: int = typer.Option(3, "--depth", min=1, help="Hidden layers of the MLP."),
+    batch: int = typer.Option(64, "--batch", min=1, help="Samples per rank and step."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed of the model and data "
+                             "(same seed, same result)."),
+    pace_s: float = typer.Option(0.0, "--pace-s", min=0.0, help="Idle seconds added to each "
+                                 "step (a longer step, for drills)."),
+    slow_slot: str = typer.Option(None, "--slow-slot", metavar="GPU", show_default=False,
+                                  help="Drill: the rank on this GPU slot computes slower."),
+    slow_factor: float = typer.Option(1.0, "--slow-factor", min=1.0,
+                                      help="Drill: how much slower (1.5 = 1.5x the time)."),
+    job_dir: Path = JobDirOption,
+) -> None:
+    """The reference trainer: a small MLP on synthetic data, gloo data-parallel, checkpoints
+    through the tiered store; deterministic on CPU. One rank per process (run it under
+    `rackscale job run`, or alone as a one-rank job)."""
+    from rackscale.recovery import DemoSettings, RankEnv, train, wait_for_rank
+
+    s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
+                     ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
+                     width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
+                     slow_slot=slow_slot, slow_factor=slow_factor)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
+    result = train(s, RankEnv.from_environ(str(job_dir)))
+    if result and os.environ.get("RANK", "0") == "0":
+        say(f"trained {result['steps']} steps; params sha256 {result['params_sha256'][:16]}")
+
+
+@app.command("run", context_settings={"allow_extra_args": True,
+                                      "ignore_unknown_options": True})
+def run(
+    ctx: typer.Context,
+    runner: str = typer.Option("local", "--runner", help="Where ranks run: local."),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
+    spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
+    ckpt_every: int = CkptEveryOption,
+    steps: int = StepsOption,
+    job_dir: Path = JobDirOption,
+    config: Path = typer.Option(None, "--config", metavar="FILE", show_default=False,
+                                help="Tiers config (YAML/JSON); default: directories under "
+                                "--job-dir."),
+    hang_floor_s: float = typer.Option(10.0, "--hang-floor-s", min=0.01,
+                                       help="Shortest hang timeout once learned."),
+    startup_timeout_s: float = typer.Option(120.0, "--startup-timeout-s", min=0.01,
+                                            help="Hang timeout until a rank's first steps."),
+    straggler_threshold: float = typer.Option(0.75, "--straggler-threshold", min=0.01,
+                                              max=0.99, help="A rank scoring under this "
+                                              "against the others' median is slow."),
+    straggler_steps: int = typer.Option(5, "--straggler-steps", min=1,
+                                        help="Consecutive slow steps that make a straggler."),
+    max_restarts: int = typer.Option(10, "--max-restarts", min=0,
+                                     help="Give up after this many restarts."),
+    warm: bool = typer.Option(False, "--warm", help="Keep a standby process per GPU slot, "
+                              "started ahead (the command must support it; train-demo does)."),
+    db: str = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Launch CMD (after `--`) as GPUS ranks and keep it alive: a crashed, hung or slow rank
+    is excluded, a spare takes its place, every rank resumes from the latest committed
+    checkpoint. Exit 0 when the job finished; 2 when it cannot go on (no spare left, a
+    command that fails everywhere, an unreachable store); every checkpoint is kept."""
+    from rackscale.recovery import Supervisor, build_setup, make_job_config
+
+    command = list(ctx.args)
+    if not command:
+        from rackscale.errors import UserError
+
+        raise UserError("no command: give the job's command after `--`, e.g. "
+                        "`rackscale job run --gpus 2 -- rackscale job train-demo`")
+    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
+                      max_restarts=max_restarts, warm=warm, detect={
+                          "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
+                          "straggler_threshold": straggler_threshold,
+                          "straggler_steps": straggler_steps})
+    os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
+    setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
+                        db=db)
+    state = Supervisor(cfg, setup).run()
+    summary = {"job": state.job, "finished": state.finished, "attempts": state.attempt,
+               "excluded": state.excluded, "spares_left": state.spares,
+               "assignment": state.assignment}
+    if as_json:
+        emit_json(summary)
+        return
+    say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
+        f"{', '.join(state.excluded) or 'none'}")
+
+
+@app.command("incidents")
+def incidents(
+    job_dir: Path = typer.Option(None, "--job-dir", metavar="DIR", show_default=False,
+                                 help="Read the job directory's copy instead of the store."),
+    db: str = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Recoveries of supervised jobs, each phase's time measured on the run."""
+    from rich.table import Table
+
+    from rackscale.cli._common import console
+    from rackscale.recovery import read_incidents
+    from rackscale.store import Store
+
+    store = None if job_dir is not None else Store(db, readonly=True)
+    rows = read_incidents(job_dir=job_dir, store=store)
+    if as_json:
+        emit_json({"incidents": rows, "measured": True})
+        return
+    t = Table(title="recovery incidents (measured)")
+    for col in ("job", "attempt", "symptom", "component", "spare", "detect s", "restart s",
+                "restore s", "first step s", "lost steps", "outcome"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*(plain("-" if r.get(k) is None else r.get(k)) for k in (
+            "job", "attempt", "symptom", "component", "spare", "detect_s", "restart_s",
+            "restore_s", "first_step_s", "work_lost_steps", "outcome")))
+    console.print(t)

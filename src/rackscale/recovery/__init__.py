@@ -1,0 +1,84 @@
+"""Recovery: supervise a distributed training job, detect fail-stop, hangs and stragglers,
+exclude the bad part, and resume every rank from the latest committed checkpoint on a spare.
+
+The reference trainer (`trainer.py`, needs torch) is not imported here: the supervisor runs
+on a host without torch, and the trainer is a command it launches.
+"""
+
+from rackscale.recovery.config import DetectConfig, JobConfig, JobConfigError, make_job_config
+from rackscale.recovery.detect import (
+    StragglerDetector,
+    Suspect,
+    Symptom,
+    find_fail_stop,
+    find_hang,
+    timeout_of,
+)
+from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
+from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
+from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
+from rackscale.recovery.record import Recorder, read_incidents
+from rackscale.recovery.setup import RUNNERS, build_setup, job_slots, job_tiers
+from rackscale.recovery.state import JobState, alive_ranks
+from rackscale.recovery.supervisor import (
+    CommandFailed,
+    JobSetup,
+    SparesExhausted,
+    Supervisor,
+    latest_committed,
+)
+from rackscale.recovery.warm import WarmPool, wait_for_rank
+
+__all__ = [
+    "INCIDENT",
+    "JOB",
+    "RUNNERS",
+    "BeatReader",
+    "CommandFailed",
+    "DemoSettings",
+    "DetectConfig",
+    "HeartbeatWriter",
+    "IncidentPayload",
+    "JobConfig",
+    "JobConfigError",
+    "JobPayload",
+    "JobSetup",
+    "JobState",
+    "LaunchError",
+    "Launcher",
+    "LocalLauncher",
+    "RankBeats",
+    "RankEnv",
+    "RankProcess",
+    "Recorder",
+    "SparesExhausted",
+    "StragglerDetector",
+    "Supervisor",
+    "Suspect",
+    "Symptom",
+    "WarmPool",
+    "alive_ranks",
+    "beat_path",
+    "build_setup",
+    "find_fail_stop",
+    "find_hang",
+    "job_slots",
+    "job_tiers",
+    "latest_committed",
+    "make_job_config",
+    "read_incidents",
+    "timeout_of",
+    "train",
+    "wait_for_rank",
+]
+
+_TORCH = {"DemoSettings", "RankEnv", "train"}
+
+
+def __getattr__(name: str) -> object:
+    # The reference trainer needs torch: imported on first use, so the supervisor does not.
+    if name in _TORCH:
+        from rackscale.recovery import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,130 @@
+"""The detectors: pure functions of the ranks' beats and exit codes (no processes here), so
+each rule is tested on its own and the supervisor only asks them.
+
+- fail-stop: a rank's process ended before the job did;
+- hang: a rank sent no beat within its timeout (`DetectConfig`);
+- fail-slow: a rank's compute time scored against the other ranks' median and its own best.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from rackscale.recovery.config import DetectConfig
+from rackscale.recovery.heartbeat import RankBeats
+
+
+class Symptom(StrEnum):
+    """What the supervisor saw (a runtime symptom, not yet a hardware fault kind)."""
+
+    FAIL_STOP = "fail_stop"  # the rank's process ended (crash, kill, lost node)
+    HANG = "hang"  # no heartbeat within the rank's timeout
+    STRAGGLER = "straggler"  # consistently slower than the other ranks
+
+
+@dataclass(slots=True, kw_only=True)
+class Suspect:
+    rank: int
+    kind: Symptom
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def timeout_of(rb: RankBeats, cfg: DetectConfig) -> float:
+    """The rank's hang timeout now: the start-up timeout until it has done `warmup_steps`
+    steps, then `timeout_factor` x its longest gap between beats, never below the floor."""
+    if rb.steps_seen < cfg.warmup_steps:
+        return cfg.startup_timeout_s
+    return max(cfg.hang_floor_s, cfg.timeout_factor * rb.max_gap_s)
+
+
+def find_hang(ranks: Sequence[RankBeats], now: float, launched_at: float, cfg: DetectConfig,
+              stopped: Callable[[int], bool] = lambda _r: False) -> Suspect | None:
+    """A suspect when some rank is past its timeout. When one rank stops, the others soon
+    wait in its collective and go quiet too, so the culprit is chosen among all silent ranks:
+    a process the OS reports stopped first, then the least progress, then the oldest beat."""
+    late = []
+    for rb in ranks:
+        if rb.done:
+            continue
+        since = now - (rb.last_t if rb.last_t is not None else launched_at)
+        limit = timeout_of(rb, cfg)
+        if since > limit:
+            late.append((rb, since, limit))
+    if not late:
+        return None
+    silent = [rb for rb in ranks if not rb.done]
+    culprit = min(silent, key=lambda rb: (not stopped(rb.rank), rb.progress,
+                                          rb.last_t if rb.last_t is not None else launched_at))
+    rb, since, limit = next(((r, s, lim) for r, s, lim in late if r is culprit), late[0])
+    return Suspect(rank=culprit.rank, kind=Symptom.HANG, evidence={
+        "silent_s": round(since, 3), "timeout_s": round(limit, 3),
+        "last_phase": culprit.last_phase, "last_step": culprit.last_step,
+        "os_stopped": stopped(culprit.rank), "learned": culprit.steps_seen >= cfg.warmup_steps})
+
+
+def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> Suspect | None:
+    """A suspect when a rank's process failed (a non-zero exit or a signal; exit 0 is a rank
+    that finished its part while the others finish theirs). A rank killed by a signal is the
+    cause rather than a peer whose collective then failed; then the least progress."""
+    ended = [r for r, c in enumerate(codes) if c is not None and c != 0]
+    if not ended:
+        return None
+    culprit = min(ended, key=lambda r: (not (codes[r] or 0) < 0, ranks[r].progress))
+    code = codes[culprit]
+    return Suspect(rank=culprit, kind=Symptom.FAIL_STOP, evidence={
+        "exit_code": code, "signal": -code if code is not None and code < 0 else None,
+        "last_step": ranks[culprit].last_step, "ended_ranks": ended})
+
+
+class StragglerDetector:
+    """Fail-slow: fed each step that every rank has timed; flags a rank whose score against
+    the median of the *other* ranks (the median of all would hide a slow rank in a small job)
+    stays under the threshold for `straggler_steps` consecutive steps."""
+
+    def __init__(self, world: int, cfg: DetectConfig) -> None:
+        self.world, self.cfg = world, cfg
+        self.scored_to = -1
+        self.times: list[list[float]] = [[] for _ in range(world)]
+        self.best: list[float | None] = [None] * world
+        self.below = [0] * world
+        self.last_scores: list[dict[str, float]] = [{} for _ in range(world)]
+
+    def feed(self, ranks: Sequence[RankBeats]) -> Suspect | None:
+        if self.world < 2 or self.cfg.straggler_off:
+            return None
+        common = set.intersection(*(set(rb.compute_s) for rb in ranks))
+        for step in sorted(s for s in common if s > self.scored_to):
+            self.scored_to = step
+            got = self._score(step, [rb.compute_s[step] for rb in ranks])
+            if got is not None:
+                return got
+        return None
+
+    def _score(self, step: int, raw: list[float]) -> Suspect | None:
+        cfg = self.cfg
+        smooth = []
+        for r, t in enumerate(raw):
+            self.times[r].append(t)
+            smooth.append(statistics.median(self.times[r][-cfg.smooth_steps:]))
+        if len(self.times[0]) <= cfg.warmup_steps:  # first steps: allocation, caches
+            return None
+        for r, own in enumerate(smooth):
+            own = max(own, 1e-9)
+            others = statistics.median(smooth[:r] + smooth[r + 1:])
+            self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
+            rel, ind = others / own, (self.best[r] or own) / own
+            self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4)}
+            self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
+        worst = min(range(self.world), key=lambda r: self.last_scores[r]["relative"])
+        if self.below[worst] >= cfg.straggler_steps:
+            return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
+                "step": step, "consecutive": self.below[worst],
+                "threshold": cfg.straggler_threshold, **self.last_scores[worst],
+                "compute_s": round(smooth[worst], 6),
+                "others_median_s": round(statistics.median(smooth[:worst] + smooth[worst + 1:]),
+                                         6)})
+        return None

@@ -1,0 +1,304 @@
+"""The supervisor: launch a job's ranks on their slots, watch them, and keep the job alive.
+
+One loop per attempt: every rank starts from the latest committed checkpoint; the detectors
+(`detect.py`) watch exit codes and heartbeats; on a fault the suspect's slot is excluded (a
+`certify.finding`), every rank is stopped, a hot spare takes the slot's rank, and the next
+attempt starts. A fault on every rank before any step (a command that cannot run) is the
+command's fault, not a GPU's: the job stops with exit 2 and excludes nothing. Checkpoints are
+never deleted here: whatever happens to the job, every committed checkpoint stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackscale.certify import Placement
+from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
+from rackscale.errors import UserError
+from rackscale.recovery.config import JobConfig
+from rackscale.recovery.detect import (
+    StragglerDetector,
+    Suspect,
+    Symptom,
+    find_fail_stop,
+    find_hang,
+)
+from rackscale.recovery.events import IncidentPayload
+from rackscale.recovery.heartbeat import BeatReader, RankBeats
+from rackscale.recovery.launch import Launcher, RankProcess, stop_all
+from rackscale.recovery.record import Recorder
+from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
+from rackscale.recovery.warm import WarmPool
+
+
+class SparesExhausted(UserError):
+    pass
+
+
+class CommandFailed(UserError):
+    pass
+
+
+@dataclass(slots=True, kw_only=True)
+class JobSetup:
+    """Everything a supervisor needs besides its settings."""
+
+    job: str
+    job_dir: Path
+    tiers: TiersConfig
+    tiers_file: Path  # the same config as a file, for the ranks
+    launcher: Launcher
+    placement: Placement  # every slot (GPUs first, then spares) and how to start its rank
+    recorder: Recorder
+
+
+@dataclass(slots=True)
+class Outcome:
+    finished: bool
+    suspect: Suspect | None = None
+    ranks: list[RankBeats] = field(default_factory=list)
+    detected_at: float = 0.0
+
+
+def latest_committed(tiers: Tiers) -> tuple[str | None, int]:
+    """The newest checkpoint whose manifest is committed in the region tier (the tier every
+    node reads), skipping a manifest that does not check out; (None, 0) when there is none.
+    A save cut short has no manifest there, so it can never be chosen."""
+    for ckpt_id in reversed(tiers.committed_ids(tiers.region)):
+        try:
+            m = tiers.read_manifest(tiers.region, ckpt_id)
+        except ManifestInvalid:
+            continue
+        if m is not None:
+            return m.id, m.step
+    return None, 0
+
+
+class Supervisor:
+    def __init__(self, cfg: JobConfig, setup: JobSetup) -> None:
+        self.cfg, self.setup = cfg, setup
+        self.tiers = Tiers(setup.tiers)
+        self.state = self._initial_state()
+        self.procs: list[RankProcess] = []
+        self.pending: IncidentPayload | None = None
+        self.pending_t: tuple[float, float] = (0.0, 0.0)  # decided at, launched at
+        self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir) \
+            if cfg.warm else None
+
+    def _initial_state(self) -> JobState:
+        slots = list(self.setup.placement.ranks)
+        need = self.cfg.gpus + self.cfg.spares
+        if len(slots) < need:
+            raise UserError(f"the placement has {len(slots)} GPU slots; --gpus "
+                            f"{self.cfg.gpus} + --spares {self.cfg.spares} need {need}")
+        old = JobState.load(self.setup.job_dir)
+        if old is not None:
+            if old.gpus != self.cfg.gpus or old.command != self.cfg.command:
+                raise UserError(f"{JobState.path(self.setup.job_dir)} belongs to a job of "
+                                f"{old.gpus} GPUs running {old.command}; use another "
+                                "--job-dir, or the same --gpus and command to resume it")
+            return old
+        return JobState(job=self.setup.job, command=self.cfg.command, gpus=self.cfg.gpus,
+                        assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need])
+
+    # --- the loop -----------------------------------------------------------------------------
+    def run(self) -> JobState:
+        if self.state.finished:  # run again on a finished job's directory: nothing to do
+            return self.state
+        self.setup.launcher.check(self.cfg.command)
+        ckpt_id, _ = latest_committed(self.tiers)  # an unreachable store stops us here
+        resumed = self.state.attempt > 0
+        self._stop_leftovers()
+        rec = self.setup.recorder
+        rec.job(self.state, "resumed" if resumed else "started", ckpt_id)
+        try:
+            return self._loop()
+        finally:
+            if self.pool is not None:
+                self.pool.close(self.cfg.stop_timeout_s)
+
+    def _loop(self) -> JobState:
+        rec = self.setup.recorder
+        restarts = 0
+        while True:
+            ckpt_id, _ = latest_committed(self.tiers)
+            self._launch(ckpt_id)
+            out = self._monitor()
+            if out.finished:
+                self._finish_pending(out.ranks)
+                self.state.finished, self.state.rank_pids = True, []
+                self.state.save(self.setup.job_dir)
+                rec.job(self.state, "finished", ckpt_id)
+                return self.state
+            if self.pending is not None:  # failed again before its first step
+                self.pending.outcome = "failed_again"
+                rec.incident(self.pending)
+                self.pending = None
+            self._recover(out)
+            restarts += 1
+            if restarts > self.cfg.max_restarts:
+                self._fail(f"the job failed {restarts} times (--max-restarts "
+                           f"{self.cfg.max_restarts}); see {self.setup.job_dir}/logs")
+
+    def _launch(self, ckpt_id: str | None) -> None:
+        st, setup = self.state, self.setup
+        st.attempt += 1
+        port = _free_port()
+        self.procs = []
+        for rank, slot in enumerate(st.assignment):
+            env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
+                   "RACKSCALE_ATTEMPT": str(st.attempt),
+                   "RACKSCALE_CKPT_CONFIG": str(setup.tiers_file),
+                   "RACKSCALE_RESUME": ckpt_id or ""}
+            log = setup.job_dir / "logs" / f"a{st.attempt:03d}-r{rank:04d}.log"
+            proc = self.pool.take(slot, env) if self.pool is not None else None
+            self.procs.append(proc or setup.launcher.start(setup.placement.place(slot),
+                                                           self.cfg.command, env, log))
+        st.rank_pids = [RankPid(pid=p.pid, start_ticks=start_ticks(p.pid) or 0)
+                        for p in self.procs]
+        st.save(setup.job_dir)
+        self.launched_at = time.time()
+        if self.pool is not None:  # standbys for the next restart, started in the background
+            self.pool.refill([*st.assignment, *st.spares])
+        if self.pending is not None:
+            self.pending.restart_s = round(self.launched_at - self.pending_t[0], 4)
+
+    def _monitor(self) -> Outcome:
+        cfg = self.cfg
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        slow = StragglerDetector(self.state.gpus, cfg.detect)
+        while True:
+            codes = [p.poll() for p in self.procs]
+            ranks = reader.poll()
+            if all(c == 0 for c in codes):
+                return Outcome(finished=True, ranks=reader.poll())
+            for r, c in enumerate(codes):
+                if c == 0:  # finished its part: silence from it now is no hang
+                    ranks[r].done = True
+            if self.pending is not None and all(r.first_step_at for r in ranks):
+                self._finish_pending(ranks)
+            now = time.time()
+            suspect = (find_fail_stop(codes, ranks)
+                       or find_hang(ranks, now, self.launched_at, cfg.detect,
+                                    stopped=lambda r: self.procs[r].stopped())
+                       or slow.feed(ranks))
+            if suspect is not None:
+                return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
+            time.sleep(cfg.poll_s)
+
+    # --- after a fault ------------------------------------------------------------------------
+    def _recover(self, out: Outcome) -> None:
+        sus = out.suspect
+        if sus is None:
+            raise RuntimeError("_recover needs a suspect")
+        code = sus.evidence.get("exit_code")
+        if sus.kind is Symptom.FAIL_STOP and code is not None and code > 0 and \
+                not any(r.steps_seen for r in out.ranks):
+            self._check_command(out)
+        st = self.state
+        slot = st.assignment[sus.rank]
+        localized = time.time()
+        t0 = time.time()
+        left = stop_all(self.procs, self.cfg.stop_timeout_s)
+        stopped = time.time()
+        if left:
+            self._fail(f"ranks {left} did not stop after SIGKILL within "
+                       f"{self.cfg.stop_timeout_s}s")
+        ckpt_id, ckpt_step = latest_committed(self.tiers)  # what the restart resumes from
+        rb = out.ranks[sus.rank]
+        detect_s, detect_steps = _detect_time(sus, rb, out)
+        done = max((r.done_step for r in out.ranks), default=0)
+        spare = st.spares.pop(0) if st.spares else None
+        st.excluded[slot] = f"{sus.kind.value} of rank {sus.rank} (attempt {st.attempt})"
+        inc = IncidentPayload(
+            job=st.job, attempt=st.attempt, symptom=sus.kind.value, rank=sus.rank,
+            component=slot, fault_kind="", spare=spare, evidence=sus.evidence,
+            detected_at=out.detected_at, detect_s=detect_s, detect_steps=detect_steps,
+            localize_s=round(localized - out.detected_at, 4), stop_s=round(stopped - t0, 4),
+            ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step))
+        inc.fault_kind = self.setup.recorder.exclude(inc)
+        if spare is None:
+            inc.outcome = "no_spare"
+            self.setup.recorder.incident(inc)
+            st.rank_pids = []
+            st.save(self.setup.job_dir)
+            self._fail(f"{slot} was excluded ({inc.symptom}) and no spare is left "
+                       f"({len(st.excluded)} exclusions, --spares {self.cfg.spares}); every "
+                       f"checkpoint is kept (latest: {ckpt_id}); add spares and run the same "
+                       f"command again to resume")
+        st.assignment[sus.rank] = spare
+        st.save(self.setup.job_dir)
+        self.pending, self.pending_t = inc, (out.detected_at, 0.0)
+
+    def _check_command(self, out: Outcome) -> None:
+        """Every rank failing with an error before any step is the command, not a GPU."""
+        deadline = time.time() + 3.0
+        codes = [p.poll() for p in self.procs]
+        while any(c is None for c in codes) and time.time() < deadline:
+            time.sleep(self.cfg.poll_s)
+            codes = [p.poll() for p in self.procs]
+        if all(c is not None and c > 0 for c in codes):
+            stop_all(self.procs, self.cfg.stop_timeout_s)
+            log = self.procs[0].log
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:] \
+                if log.exists() else []
+            self.state.rank_pids = []
+            self.state.save(self.setup.job_dir)
+            self._fail(f"the command failed on every rank before its first step (exit codes "
+                       f"{codes}); nothing was excluded. Last lines of {log}:\n"
+                       + "\n".join(tail), CommandFailed)
+
+    def _finish_pending(self, ranks: list[RankBeats]) -> None:
+        inc = self.pending
+        if inc is None:
+            return
+        la = self.launched_at
+        started = [r.started_at for r in ranks if r.started_at]
+        restores = [r.restore_s for r in ranks if r.restore_s is not None]
+        firsts = [r.first_step_at for r in ranks if r.first_step_at]
+        if len(started) == len(ranks):
+            inc.start_s = round(max(started) - la, 4)
+        if restores:
+            inc.restore_s = round(max(restores), 4)
+        if len(firsts) == len(ranks):
+            inc.first_step_s = round(max(firsts) - la, 4)
+            inc.downtime_s = round(max(firsts) - inc.detected_at, 4)
+        self.setup.recorder.incident(inc)
+        self.pending = None
+
+    def _stop_leftovers(self) -> None:
+        """Ranks of an earlier supervisor of this job that still run (a launch prefix the
+        death signal did not reach): killed by their recorded pid before anything starts."""
+        import os
+        import signal
+
+        for pid in alive_ranks(self.state):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def _fail(self, message: str, kind: type[UserError] = SparesExhausted) -> None:
+        self.setup.recorder.job(self.state, "failed", None, message)
+        raise kind(message)
+
+
+def _detect_time(sus: Suspect, rb: RankBeats, out: Outcome) -> tuple[float | None, int | None]:
+    if sus.kind is Symptom.STRAGGLER:
+        steps = int(sus.evidence.get("consecutive", 0))
+        first = rb.sync_at.get(int(sus.evidence.get("step", 0)) - steps + 1)
+        return (round(out.detected_at - first, 4) if first else None), steps
+    if rb.last_t is None:
+        return None, None
+    return round(out.detected_at - rb.last_t, 4), None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,415 @@
+"""The event contract: one typed, versioned payload model per event kind.
+
+Every event the store appends is checked here first: its kind must be registered (an unknown
+kind raises `UnknownEventKind`, whose message lists the valid kinds) and its payload must fit
+the kind's model (else `InvalidPayload`, naming the kind, the field and what is wrong). The
+store is the lowest room that writes, so every room can import these models, and readers parse
+a stored payload back through them (`parse(kind, payload)` or `Event.parsed()`).
+
+Versions: a payload carries its model's version in the key `v`; a payload without `v` is
+version 1 (every event written before versions existed). A model's name ends in its version
+(`CertifyRunV1`). A kind's next version is a new class (`...V2`) with `VERSION = 2` registered
+under the same kind; readers get the model of the version the
+payload was written with.
+
+Adding a kind is one class here:
+
+    @event_kind("recover.incident")
+    class RecoverIncidentV1(Payload):
+        \"\"\"A job's incident: what failed and what the supervisor did.\"\"\"
+        job: str
+        action: str
+
+Fields a model names are checked; `extra="allow"` models (the default) keep further keys a
+writer adds (context such as `backend`), `Closed` models refuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rackscale.errors import UserError
+from rackscale.registry import Registry, UnknownName
+
+VERSION_KEY = "v"
+
+
+class UnknownEventKind(UnknownName):
+    """An event kind no payload model is registered for."""
+
+
+class InvalidPayload(UserError, ValueError):
+    """A payload that does not fit its kind's model (nothing was written)."""
+
+
+class Payload(BaseModel):
+    """Base of every payload model; `KIND` is set by `event_kind`, `VERSION` by the model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    KIND: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+
+    def dump(self) -> dict[str, Any]:
+        """The payload as stored: plain JSON values, fields left unset omitted, `v` when the
+        version is past 1."""
+        out = self.model_dump(mode="json", exclude_unset=True)
+        if self.VERSION != 1:
+            out[VERSION_KEY] = self.VERSION
+        return out
+
+
+class Closed(Payload):
+    """A payload whose fields are all named: an unnamed key is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EventKind:
+    """The payload models of one kind, by version."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.versions: dict[int, type[Payload]] = {}
+
+    @property
+    def latest(self) -> type[Payload]:
+        return self.versions[max(self.versions)]
+
+    def model(self, version: int) -> type[Payload]:
+        try:
+            return self.versions[version]
+        except KeyError:
+            raise InvalidPayload(
+                f"event {self.name}: payload version {version!r} is unknown; valid versions: "
+                f"{', '.join(map(str, sorted(self.versions)))}") from None
+
+    def __repr__(self) -> str:
+        return f"EventKind({self.name!r}, versions={sorted(self.versions)})"
+
+
+EVENT_KINDS: Registry[EventKind] = Registry("event kind", error=UnknownEventKind,
+                                             sort_names=True)
+P = TypeVar("P", bound=type[Payload])
+
+
+def event_kind(name: str) -> Callable[[P], P]:
+    """Class decorator: register the payload model of event kind `name` at its `version`."""
+    def deco(cls: P) -> P:
+        old = EVENT_KINDS.get(name)
+        if old is not None and cls.VERSION in old.versions:
+            raise ValueError(f"event kind {name!r} version {cls.VERSION} is registered twice")
+        # A new entry rather than a changed one, so `EVENT_KINDS.scoped()` undoes a version
+        # registered inside it too.
+        entry = EventKind(name)
+        entry.versions = {**(old.versions if old else {}), cls.VERSION: cls}
+        cls.KIND = name
+        EVENT_KINDS.add(name, entry, replace=True)
+        return cls
+    return deco
+
+
+def _message(kind: str, version: int, err: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or '(payload)'}: {e['msg']}" for e in err.errors())
+    return (f"event {kind} (payload version {version}) does not fit its contract: {problems}. "
+            "See docs/contracts.md for the fields of each event kind.")
+
+
+def parse(kind: str, payload: Mapping[str, Any] | None) -> Payload:
+    """The payload as its kind's model (of the version it was written with)."""
+    entry = EVENT_KINDS[kind]
+    data = dict(payload or {})
+    version = data.pop(VERSION_KEY, 1)
+    model = entry.model(version)
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise InvalidPayload(_message(kind, version, err)) from None
+
+
+def validated(kind: str, payload: Mapping[str, Any] | Payload | None) -> dict[str, Any]:
+    """What the store writes for `payload`: a dict is checked against the kind's model and
+    written as given; a model instance (of this kind) is dumped."""
+    if isinstance(payload, Payload):
+        if kind != payload.KIND:
+            raise InvalidPayload(f"event {kind}: got a {payload.KIND or 'unregistered'} "
+                                 f"payload model ({type(payload).__name__})")
+        return payload.dump()
+    data = dict(payload or {})
+    parse(kind, data)
+    return data
+
+
+# ---------------------------------------------------------------------------------- fleet
+@event_kind("fleet.loaded")
+class FleetLoadedV1(Closed):
+    """A fleet spec was loaded into the inventory (component_id: the fleet's name)."""
+
+    fleet: str
+    changed: bool
+    racks_added: list[str] = []
+    racks_removed: list[str] = []
+    components_added: int = 0
+    components_removed: int = 0
+    components_changed: int = 0
+    spec_changed: bool = False
+    total_components: int = 0
+
+
+@event_kind("fleet.rack_added")
+class RackAddedV1(Closed):
+    """A rack entered the inventory (component_id: the rack)."""
+
+    template: str | None = None
+
+
+@event_kind("fleet.rack_removed")
+class RackRemovedV1(Closed):
+    """A rack left the inventory (component_id: the rack)."""
+
+
+# ---------------------------------------------------------------------------------- certify
+Backend = Literal["twin", "real"]
+Stage = int | str  # 1 gpu, 2 tray, 3 domain, 4 multi-rack, or the stage's name
+
+
+@event_kind("certify.run")
+class CertifyRunV1(Payload):
+    """One certification run (component_id: the fleet's name). `findings` is a count."""
+
+    run_id: str
+    backend: Backend
+    seed: int | None = None
+    faults_file: str | None = None
+    stages: list[Stage] = []
+    collective_tests: int = 0
+    collective_runs: int | None = None
+    allpairs_tests: int = 0
+    tests_vs_allpairs: float | None = None
+    campaign_s: float = 0.0
+    campaign_batches: int | None = None
+    repeats: int | None = None
+    gpus_total: int = 0
+    gpus_clear: int | None = None
+    gpus_healthy: int | None = None  # the old name of gpus_clear
+    gpus_passed: int | None = None
+    findings: int = 0
+    warns: int | None = None
+    wall_s: float | None = None
+    fabric: list[dict[str, Any]] = []
+    scope: str | None = None
+    simulated: bool | None = None
+    measured: bool | None = None
+
+
+FindingVerdict = Literal["fail", "warn", "pass"]
+
+
+@event_kind("certify.finding")
+class CertifyFindingV1(Payload):
+    """A finding of a run (component_id: the faulty component, or the smallest scope holding
+    an unlocalized group)."""
+
+    component: str
+    kind: str  # a fault kind, `flapping`, `probe_error` or `unlocalized`
+    stage: Stage
+    evidence: dict[str, Any] = {}
+    confidence: float = Field(ge=0, le=1)
+    run_id: str
+    backend: Backend
+    verdict: FindingVerdict = "fail"
+
+
+ResultVerdict = Literal["pass", "fail", "not_run"]
+
+
+@event_kind("certify.result")
+class CertifyResultV1(Payload):
+    """Production evidence of one tray/node or rack from a run (component_id: that part)."""
+
+    verdict: ResultVerdict
+    run_id: str | None = None
+    backend: Backend | None = None
+    stages_passed: list[Stage] = []
+    findings: list[str] | None = None
+    blocked_by: list[str] | None = None
+    trays_failed: int | None = None
+    trays: int | None = None
+
+
+# ---------------------------------------------------------------------------------- lifecycle
+@event_kind("lifecycle.transition")
+class LifecycleTransitionV1(Payload):
+    """A rack or tray moved (`from` None: enrolled). The latest `to` is its state."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    from_: str | None = Field(alias="from")
+    to: str
+    evidence_seq: int | None = None  # the certify.result that opened certified/production
+    finding_seq: int | None = None  # the certify.finding that sent it to triage
+    backend: Backend | None = None  # the driver behind the move
+
+    def dump(self) -> dict[str, Any]:
+        out = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+        if self.VERSION != 1:
+            out[VERSION_KEY] = self.VERSION
+        return out
+
+
+@event_kind("lifecycle.interlock")
+class LifecycleInterlockV1(Payload):
+    """An interlock acted on a rack, tray or CDU (power cap, drain, power off, isolate,
+    cleared) or holds a rack (`action: hold`, once per hold)."""
+
+    rule: str
+    action: str
+    at: float | None = None  # the controller's clock
+    tier: int | None = None
+    trays: list[str] | None = None
+    flow_lpm: float | None = None
+    required_lpm: float | None = None
+
+
+@event_kind("lifecycle.slurm")
+class LifecycleSlurmV1(Closed):
+    """The controller drained or resumed a tray's Slurm node."""
+
+    action: Literal["drain", "resume"]
+    node: str
+
+
+@event_kind("lifecycle.noted")
+class LifecycleNotedV1(Closed):
+    """Triage read a finding and moved nothing; the event's reason says why."""
+
+    finding_seq: int
+    action: Literal["none"] = "none"
+
+
+# ---------------------------------------------------------------------------------- simulate
+class MeanCI(BaseModel):
+    """A mean and its 95% half-width (or an interval [low, high])."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    mean: float
+    ci95: float | list[float] | None = None
+
+
+class Goodput(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    scheduling: float | None = None
+    runtime: float | None = None
+    program: float | None = None
+    total: float
+
+
+@event_kind("simulate.run")
+class SimulateRunV1(Payload):
+    """A simulated job on a fleet (component_id: the fleet's name); hours are per trial."""
+
+    run_id: str
+    fleet: str
+    simulated: Literal[True]
+    job_gpus: int
+    days: float
+    trials: int
+    seed: int
+    failure_model: str
+    ckpt_interval_min: float
+    ettr: MeanCI
+    goodput: Goodput
+    goodput_ci95: dict[str, float] | None = None
+    job_mttf_h: float | None = None
+    young_min: float | None = None
+    daly_min: float | None = None
+    interruptions_by_cause: dict[str, float] = {}
+    lost_hours_by_cause: dict[str, float] = {}
+    fleet_gpus: int | None = None
+    pool: str | None = None  # the rack template or GPU SKU the job ran on
+    pool_gpus: int | None = None
+    storage: dict[str, Any] | None = None  # the measured storage figures (--storage)
+
+
+class SweepPoint(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    value: float
+    ettr: MeanCI
+    goodput: Goodput | None = None
+    job_mttf_h: float | None = None
+    young_min: float | None = None
+    daly_min: float | None = None
+
+
+@event_kind("simulate.sweep")
+class SimulateSweepV1(Payload):
+    """One policy swept over values (component_id: the fleet's name)."""
+
+    fleet: str
+    simulated: Literal[True]
+    param: str
+    field: str
+    values: list[float]
+    job_gpus: int
+    days: float
+    trials: int
+    seed: int
+    points: list[SweepPoint]
+    optimum: dict[str, Any]
+    young_min: float | None = None
+    daly_min: float | None = None
+
+
+@event_kind("simulate.storage_whatif")
+class SimulateStorageWhatifV1(Payload):
+    """A storage what-if (component_id: the fleet's name): ETTR and lost GPU-hours per
+    storage setup (local cache, replication) over checkpoint intervals."""
+
+    fleet: str
+    simulated: Literal[True]
+    job_gpus: int
+    days: float
+    trials: int
+    seed: int
+    failure_model: str
+    setups: dict[str, Any]
+    storage: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------------- recovery
+@event_kind("recovery.incident")
+class RecoveryIncidentV1(Payload):
+    """One fault of a supervised job, from detection to the first step after the restart
+    (component_id: the excluded GPU); every time is measured, in seconds."""
+
+    job: str
+    attempt: int
+    symptom: Literal["fail_stop", "hang", "straggler"]
+    rank: int
+    component: str
+    fault_kind: str
+    spare: str | None = None
+    detect_s: float | None = None
+    downtime_s: float | None = None
+    outcome: str = "resumed"
+    measured: Literal["measured"] = "measured"
+
+
+@event_kind("recovery.job")
+class RecoveryJobV1(Payload):
+    """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
+
+    job: str
+    status: Literal["started", "resumed", "finished", "failed"]
+    gpus: int
+    attempt: int
+    spares_left: int | None = None
+    excluded: list[str] = []
+    ckpt_id: str | None = None
+
+
+def kinds() -> list[str]:
+    """Every registered event kind, sorted."""
+    return EVENT_KINDS.names()

@@ -1,0 +1,81 @@
+"""Bad input to `rackscale job run`: a clear message, exit 2, and no checkpoint lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rackscale.checkpoint import Tiers, load_config
+from rackscale.recovery import latest_committed
+from tests.recovery import rig
+
+
+def _run(job: Path, *args: str, cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rackscale", "job", "run", "--job-dir",
+                           str(job), *args, "--json", "--", *cmd], env=rig.env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _error(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    return json.loads(p.stdout)["error"]["message"]
+
+
+def test_a_command_that_does_not_exist_is_refused_before_any_rank(tmp_path: Path) -> None:
+    msg = _error(_run(tmp_path / "job", "--gpus", "2", cmd=["no-such-trainer", "--x"]))
+    assert "'no-such-trainer' was not found" in msg
+    assert not (tmp_path / "job" / "logs").exists()  # nothing was launched
+
+
+def test_a_command_failing_on_every_rank_excludes_no_gpu(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    msg = _error(_run(job, "--gpus", "2", "--spares", "1",
+                      cmd=[sys.executable, "-c", "import sys; print('bad flag'); sys.exit(3)"]))
+    assert "failed on every rank before its first step" in msg and "bad flag" in msg
+    state = json.loads((job / "state.json").read_text())
+    assert state["excluded"] == {} and state["spares"] == ["local/r01/c01/gpu2"]
+
+
+def test_an_unreachable_checkpoint_store_is_exit_2(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    cfg = {"local_dir": str(tmp_path / "local"),
+           "region": {"name": "r", "kind": "s3", "endpoint": f"http://127.0.0.1:{port}",
+                      "bucket": "b", "access_key": "k", "secret_key": "s", "timeout_s": 1}}
+    (tmp_path / "tiers.json").write_text(json.dumps(cfg))
+    msg = _error(_run(tmp_path / "job", "--gpus", "1", "--config", str(tmp_path / "tiers.json"),
+                      cmd=rig.trainer_cmd(tmp_path / "job")))
+    assert f"127.0.0.1:{port}" in msg
+    assert not (tmp_path / "job" / "logs").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_more_exclusions_than_spares_stops_with_exit_2_and_keeps_checkpoints(
+        tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    sup = rig.start(job, rig.trainer_cmd(job), spares=0)
+    victim = rig.wait_step(job, 1, 1, 8, proc=sup)["pid"]
+    os.kill(victim, signal.SIGKILL)
+    rc, out = rig.finish(sup, job)
+    assert rc == 2, out
+    assert "no spare is left" in out["error"]["message"]
+    tiers = Tiers(load_config(job / "tiers.json"))
+    ckpt, step = latest_committed(tiers)
+    assert ckpt is not None and step >= 5
+    assert ckpt in out["error"]["message"]
+    assert rig.incidents(job)[0]["outcome"] == "no_spare"
+    assert not rig.pid_alive(victim)
