@@ -1,5 +1,6 @@
 """DCP through the tiers side by side with torch's FileSystemWriter/Reader on the same disk:
-`python bench/bench_dcp.py [--quick] [--size-mib N] [--files N] [--only a,b] [--json]`.
+`python bench/bench_dcp.py [--quick] [--size-mib N] [--files N] [--only a,b] [--repeat N]
+[--worlds 1,2] [--json]`.
 
 Every ratio is against a baseline measured in the same run (all figures measured, real):
 - save (world 1 and 2): FileSystemWriter vs the tiered writer returning once the local tier
@@ -22,6 +23,7 @@ import multiprocessing as mp
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,23 +128,32 @@ def line(log: list, what: str, ours: float, base: float, base_name: str, goal: s
           flush=True)
 
 
-def bench_save_load(work: Path, mib: int, out: list) -> None:
-    for world in (1, 2):
-        d = fresh(work, f"w{world}")
-        fs = run("fs_save", world, d, mib)
-        local = run("tiered_local", world, fresh(work, f"w{world}-l"), mib)
-        full_root = fresh(work, f"w{world}-f")
-        full = run("tiered_full", world, full_root, mib)
-        line(out, f"save {mib} MiB world {world}: local durable", local, fs, "FSWriter",
-             "<= 1.3x")
-        line(out, f"save {mib} MiB world {world}: + region + replica", full, fs, "FSWriter",
-             "<= 3x")
-        fs_load = run("fs_load", world, d, mib)
-        ours = run("tiered_load", world, full_root, mib)
-        line(out, f"load {mib} MiB world {world}: fresh node, from region", ours, fs_load,
-             "FSReader", "(info)")
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(full_root, ignore_errors=True)
+def bench_save_load(work: Path, mib: int, out: list, repeat: int = 3,
+                    worlds: tuple[int, ...] = (1, 2), loads: bool = True) -> None:
+    """Each figure is the median of `repeat` rounds; a round runs FileSystemWriter and both
+    tiered saves one after the other, so a change in the machine's load hits all three."""
+    for world in worlds:
+        times: dict[str, list[float]] = {k: [] for k in ("fs", "local", "full", "fsl", "load")}
+        for _ in range(repeat):
+            d = fresh(work, f"w{world}")
+            times["fs"].append(run("fs_save", world, d, mib))
+            times["local"].append(run("tiered_local", world, fresh(work, f"w{world}-l"), mib))
+            full_root = fresh(work, f"w{world}-f")
+            times["full"].append(run("tiered_full", world, full_root, mib))
+            if loads:
+                times["fsl"].append(run("fs_load", world, d, mib))
+                times["load"].append(run("tiered_load", world, full_root, mib))
+            for p in (d, work / f"w{world}-l", full_root):
+                shutil.rmtree(p, ignore_errors=True)
+        med = {k: statistics.median(v) for k, v in times.items() if v}
+        n = f" (median of {repeat})" if repeat > 1 else ""
+        line(out, f"save {mib} MiB world {world}: local durable{n}", med["local"], med["fs"],
+             "FSWriter", "<= 1.3x")
+        line(out, f"save {mib} MiB world {world}: + region + replica{n}", med["full"],
+             med["fs"], "FSWriter", "<= 3x")
+        if loads:
+            line(out, f"load {mib} MiB world {world}: fresh node, from region{n}",
+                 med["load"], med["fsl"], "FSReader", "(info)")
 
 
 def bench_many(work: Path, files: int, out: list) -> None:
@@ -238,7 +249,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="64 MiB, 501 files (CI smoke)")
     ap.add_argument("--size-mib", type=int, default=None, help="state dict size (1024)")
     ap.add_argument("--files", type=int, default=None, help="many-file case (5001)")
-    ap.add_argument("--only", default="save,many,s3,rss")
+    ap.add_argument("--only", default="save,load,many,s3,rss")
+    ap.add_argument("--worlds", default="1,2", help="world sizes of the save/load figures")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of the save/load figures "
+                    "(the median is reported)")
     ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -251,7 +265,8 @@ def main() -> int:
           f"{os.getloadavg()[0]:.1f}), work dir {work}", flush=True)
     try:
         if "save" in only:
-            bench_save_load(work, mib, out)
+            bench_save_load(work, mib, out, max(1, args.repeat),
+                            tuple(int(w) for w in args.worlds.split(",")), "load" in only)
         if "many" in only:
             bench_many(work, files, out)
         if "s3" in only:

@@ -294,6 +294,9 @@ META_RULES = [
     ("unknown kind", 1, {"kind": "pickle"}, "meta.kind 'pickle' is unknown"),
     ("negative dims", 1, {"shape": [-2, -3]}, "meta.shape must be a list of sizes"),
     ("minus one dim", 1, {"shape": [-1, -6]}, "meta.shape must be a list of sizes"),
+    # -1 x -1 x 6 is 6 elements, the item's 24 bytes of <f4: refused for the -1, not the size
+    ("minus ones that multiply out", 1, {"shape": [-1, -1, 6]},
+     "meta.shape must be a list of sizes"),
     ("bool dim", 1, {"shape": [True, 6]}, "meta.shape must be a list of sizes"),
     ("shape not list", 1, {"shape": "6"}, "meta.shape must be a list of sizes"),
     ("no shape", 1, {"shape": None}, "meta.shape must be a list of sizes"),
@@ -439,3 +442,29 @@ def test_layout_keys_and_ids() -> None:
             ".json", "ckptx/d/manifest.json", "ckpt/latest", "ckpt/e/manifest.json.tmp"]
     assert lay.ids_from_keys(keys) == ["a", "b"]
     assert ckpt_id_for(7) == "step-00000007" and ckpt_id_for(123456789) == "step-123456789"
+
+
+def test_a_manifest_is_strict_json_even_with_a_non_finite_state_time() -> None:
+    # `states` is history outside the hash, but the file is read by other tools too: NaN is
+    # not JSON, so writing it is refused rather than producing a file strict parsers reject.
+    m = sample().for_tier("us-east", {"staged": 1.0, "region": float("nan")})
+    with pytest.raises(ValueError, match="Out of range float"):
+        m.to_json()
+
+
+def test_where_and_expect_id_are_keyword_only() -> None:
+    # Both are strings: given by position, an id could be taken for a message or back.
+    from rackscale.checkpoint.manifest import check_manifest
+    m = sample()
+    with pytest.raises(TypeError):
+        Manifest.from_json(m.to_json(), m.id)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        check_manifest(m, "here")  # type: ignore[misc]
+
+
+def test_a_new_manifest_takes_its_fields_by_name_only() -> None:
+    # Seven fields, several of them str or int: by position they are easy to swap unseen.
+    m = sample()
+    with pytest.raises(TypeError):
+        Manifest.new(m.id, m.step, m.save_uuid, m.algo, m.chunk_size,  # type: ignore[misc]
+                     m.items, m.created_at)

@@ -8,6 +8,8 @@ numbers, sizes), so a changed comparison or constant in restore.py fails here.
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from rackscale.checkpoint import (
     UnknownCheckpoint,
     parse_config,
 )
-from rackscale.checkpoint.errors import ManifestInvalid
+from rackscale.checkpoint.errors import IntegrityError, ManifestInvalid, ObjectMissing
 from rackscale.checkpoint.manifest import ItemEntry, Manifest, checkpoint_hash
 from rackscale.checkpoint.seaweed import free_port
 
@@ -184,11 +186,16 @@ def test_a_bad_chunk_is_served_by_the_next_tier_and_repaired(tmp_path: Path) -> 
     raw = bytearray(obj.read_bytes())
     raw[CS + 5] ^= 0xFF  # chunk 1 of the region copy
     obj.write_bytes(bytes(raw))
+    sent: list[int] = []  # the repair's part numbers (S3 numbers parts from 1)
+    upload_part = tiers.region.upload_part
+    tiers.region.upload_part = lambda k, u, n, data: (sent.append(n), upload_part(k, u, n,
+                                                                              data))[1]
     rep = Restorer(tiers).restore(ck(1))
     assert rep.bad_chunks == [{"tier": "us-east", "item": "blob", "chunk": 1}]
     assert rep.served_by == {"local": 2, "us-east": 2, "us-west": 1}  # n and z still local
     assert rep.repaired == ["us-east:blob"] and rep.bad_sizes == []
     assert obj.read_bytes() == BLOB and tiers.local.path(key).read_bytes() == BLOB
+    assert sorted(sent) == [1, 2]  # 12288 bytes in parts of 8192
 
 
 def test_a_bad_local_chunk_is_refetched_and_the_cache_repaired_in_place(tmp_path: Path) -> None:
@@ -321,3 +328,180 @@ def test_gc_keeps_and_names_checkpoints_whose_manifest_is_damaged(tmp_path: Path
     assert rep.deleted == {"local": [ck(1), ck(2)], "us-east": [ck(2)],
                            "us-west": [ck(1), ck(2)]}
     assert tiers.committed_ids(tiers.region) == [ck(1), ck(3)]
+
+
+# --- what the mutation run found unpinned -------------------------------------------------------
+def test_a_pointer_whose_checkpoint_no_answering_tier_can_hold_is_outvoted(tmp_path: Path) -> None:
+    dead = {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+            "bucket": "b-dead", "access_key": "k", "secret_key": "s", "timeout_s": 1.0}
+    tiers = Tiers(dir_cfg(tmp_path, region=dead, replicas=[]))
+    tiers.local.put(tiers.layout.latest, json.dumps({"id": ck(5), "step": 5}).encode())
+    r = Restorer(tiers)
+    # Not "unreachable" out of resolve_id: the pointer loses, then no checkpoint is known.
+    with pytest.raises(UnknownCheckpoint, match="'latest'"):
+        r.resolve_id("latest")
+    assert r.bad_latest == {"local": f"local: latest points at {ck(5)}, but no tier that "
+                                     f"might hold it answered"}
+
+
+@pytest.mark.parametrize("why", ["connection reset", "object deleted"])
+def test_a_tier_that_fails_a_chunk_request_is_passed_over_for_the_next(tmp_path: Path,
+                                                                       monkeypatch, why) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))  # nothing cached
+
+    get = tiers.region.get
+
+    def fail(key, *a, **k):
+        if "/data/" not in key:  # the manifest still reads: the data GETs fail
+            return get(key, *a, **k)
+        if why == "connection reset":
+            raise StoreUnreachable("us-east: connection reset while reading")
+        raise ObjectMissing(key)  # deleted between the HEAD and the GET
+    monkeypatch.setattr(tiers.region, "get", fail)  # it answers HEAD, then fails the GET
+    rep = Restorer(tiers).restore(ck(1))
+    m = tiers.read_manifest(tiers.local, ck(1))
+    chunks = sum(len(it.chunks) for it in m.items)
+    if why == "connection reset":  # then us-east is skipped for the rest of the restore
+        assert (rep.served_by, list(rep.unreachable)) == ({"us-west": chunks}, ["us-east"])
+    else:  # only the objects asked for were gone; the empty item needs no GET from us-east
+        assert (rep.served_by, rep.unreachable) == ({"us-west": chunks - 1, "us-east": 1}, {})
+    assert tiers.local.path(tiers.layout.data(ck(1), "blob")).read_bytes() == BLOB
+
+
+def test_verify_reports_every_item_after_a_wrong_size_and_a_vanished_object_once(
+        tmp_path: Path, monkeypatch) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    west = tiers.replicas[0]
+    west.path(tiers.layout.data(ck(1), "blob")).write_bytes(BLOB[:-1])
+    west.delete(tiers.layout.data(ck(1), "n"))
+    west.delete(tiers.layout.data(ck(1), "z"))
+    res = Restorer(tiers).verify(ck(1), west)
+    assert (res["status"], res["missing"]) == ("missing", ["n", "z"])
+    assert res["bad_sizes"] == [{"item": "blob", "size": len(BLOB) - 1, "expected": len(BLOB)}]
+    # An object deleted between HEAD and GET is missing once, not once per chunk.
+    key = tiers.layout.data(ck(1), "blob")
+
+    def gone(k, *a, **kw):
+        if k == key:
+            raise ObjectMissing(k)
+        return orig(k, *a, **kw)
+    orig = tiers.region.get
+    monkeypatch.setattr(tiers.region, "get", gone)
+    res = Restorer(tiers).verify(ck(1), tiers.region)
+    assert (res["status"], res["missing"], res["bad_chunks"]) == ("missing", ["blob"], [])
+
+
+def test_verify_of_a_copy_no_configured_tier_holds_checks_it_on_its_own(tmp_path: Path) -> None:
+    elsewhere = save(dir_cfg(tmp_path / "a"), 1)  # e.g. a copy an operator keeps aside
+    res = Restorer(Tiers(dir_cfg(tmp_path / "b"))).verify(ck(1), elsewhere.region)
+    assert (res["status"], res["ok"], res["error"]) == ("ok", True, None)
+
+
+def test_a_differing_copy_names_both_hashes(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    own = tiers.read_manifest(tiers.local, ck(1))
+    other = rewrite(tiers.region, tiers, ck(1), save_uuid="e" * 32)
+    res = Restorer(tiers).verify(ck(1), tiers.local)
+    assert res["error"] == (f"local holds another copy (hash {own.hash[:16]}) than us-east "
+                            f"(hash {other.hash[:16]})")
+
+
+def test_when_no_copy_of_a_chunk_is_good_the_error_says_what_was_tried(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    for store in (tiers.local, tiers.region, tiers.replicas[0]):
+        raw = bytearray(store.path(key).read_bytes())
+        raw[2 * CS] ^= 0xFF  # chunk 2, in every copy
+        store.path(key).write_bytes(bytes(raw))
+    with pytest.raises(IntegrityError) as err:
+        Restorer(tiers).restore(ck(1))
+    assert str(err.value) == (f"checkpoint {ck(1)}: no reachable tier holds a good copy of "
+                              f"chunk 2 of blob (unreachable: none; wrong size: none); "
+                              f"nothing was changed")
+
+
+def test_an_unknown_id_is_unknown_with_or_without_a_dead_tier(tmp_path: Path) -> None:
+    with pytest.raises(UnknownCheckpoint, match=r"\(known: none\)"):
+        Restorer(Tiers(dir_cfg(tmp_path / "empty"))).manifest(ck(7))
+    cfg = dir_cfg(tmp_path)
+    save(cfg, 1)
+    dead = {"name": "us-east", "kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+            "bucket": "b-dead", "access_key": "k", "secret_key": "s", "timeout_s": 1.0}
+    # A tier is down but this node knows checkpoints: the id is unknown, not "unreachable".
+    with pytest.raises(UnknownCheckpoint, match=ck(1)):
+        Restorer(Tiers(dir_cfg(tmp_path, region=dead, replicas=[]))).manifest(ck(9))
+
+
+def test_fix_cache_is_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        Restorer.manifest(None, ck(1), True)  # type: ignore[arg-type, misc]
+
+
+def test_progress_counts_every_byte_once(tmp_path: Path, monkeypatch) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    m = tiers.read_manifest(tiers.local, ck(1))
+    ticks: list[int] = []
+    t0 = time.perf_counter()
+    rep = Restorer(tiers, progress=ticks.append).restore(ck(1))  # all from the local cache
+    assert 0 < rep.seconds <= time.perf_counter() - t0
+    assert rep.served_by == {"local": sum(len(it.chunks) for it in m.items)}
+    assert sum(ticks) == m.total_bytes
+    # From the region: an empty item is asked for with no GET (S3 has no empty range).
+    shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))
+    asked: list[tuple] = []
+    get = tiers.region.get
+    monkeypatch.setattr(tiers.region, "get",
+                        lambda k, *a: (asked.append((k.rsplit("/", 1)[-1], *a)), get(k, *a))[1])
+    ticks.clear()
+    Restorer(tiers, progress=ticks.append).restore(ck(1))
+    assert sum(ticks) == m.total_bytes
+    assert sorted(a for a in asked if a[0] != "manifest.json") == [
+        ("blob", 0, CS), ("blob", CS, 2 * CS), ("blob", 2 * CS, 3 * CS), ("n", 0, 1)]
+
+
+def test_an_empty_item_of_the_wrong_size_is_repaired_with_one_empty_part(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "z")
+    tiers.region.path(key).write_bytes(b"junk")
+    shutil.rmtree(tiers.local.path(tiers.layout.data_prefix(ck(1))))  # fetched, not cached
+    sent: list[int] = []
+    upload_part = tiers.region.upload_part
+    tiers.region.upload_part = lambda k, u, n, data: (sent.append(n), upload_part(k, u, n,
+                                                                              data))[1]
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.bad_sizes == [{"tier": "us-east", "item": "z", "size": 4, "expected": 0}]
+    assert rep.repaired == ["us-east:z"]
+    assert sent == [1]  # S3 completes no upload without a part: one empty part
+    assert tiers.region.path(key).read_bytes() == b""
+
+
+def test_an_item_whose_name_holds_a_colon_is_repaired_by_that_name(tmp_path: Path) -> None:
+    # The saver escapes its item names, but files a writer put in the cache itself (DCP, an
+    # import of a directory) keep theirs: "tier:item" is split at the first colon only.
+    from rackscale.checkpoint.saver import hash_entries
+    cfg = dir_cfg(tmp_path)
+    with CheckpointManager(cfg) as mgr:
+        data = mgr.local_data_dir(ck(1))
+        data.mkdir(parents=True)
+        (data / "opt:state").write_bytes(BLOB)
+        entries = hash_entries(data, ["opt:state"], CS, cfg.hash_algo)
+        assert mgr.commit_files(1, ck(1), entries).wait(30).errors == {}
+    tiers = Tiers(cfg)
+    key = tiers.layout.data(ck(1), "opt:state")
+    raw = bytearray(tiers.region.path(key).read_bytes())
+    raw[5] ^= 0xFF
+    tiers.region.path(key).write_bytes(bytes(raw))
+    tiers.local.delete(key)
+    rep = Restorer(tiers).restore(ck(1))
+    assert rep.repaired == ["us-east:opt:state"]
+    assert tiers.region.path(key).read_bytes() == BLOB
+
+
+def test_a_tier_without_a_pointer_does_not_end_the_vote(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    tiers.local.delete(tiers.layout.latest)  # the first tier asked holds no pointer
+    tiers.region.put(tiers.layout.latest, b"garbage")
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(2)  # the replica's pointer
+    assert list(r.bad_latest) == ["us-east"]  # the region's was read, and lost

@@ -92,6 +92,10 @@ class TiersConfig(BaseModel):
     # A multi-rank save: how long the coordinator waits in the background for the other
     # ranks' parts to reach a tier before it records the tier as incomplete (resume retries).
     commit_timeout_s: float = Field(default=300.0, gt=0)
+    # Niceness added to the threads that push to the tiers after a save has returned, so that
+    # they yield the CPU to training and to the saves of other ranks on the node. Off by
+    # default: on a machine busy with other work a nicer push only takes longer.
+    background_nice: int = Field(default=0, ge=0, le=19)
 
     @model_validator(mode="after")
     def _sizes(self) -> TiersConfig:

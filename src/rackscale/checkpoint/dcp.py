@@ -36,7 +36,9 @@ from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
 from torch.distributed.checkpoint.storage import WriteResult
 
 from rackscale.checkpoint.config import TiersConfig
+from rackscale.checkpoint.dcp_stream import HashingFileSystem
 from rackscale.checkpoint.errors import CheckpointError
+from rackscale.checkpoint.hashing import combine
 from rackscale.checkpoint.manifest import ItemEntry, ckpt_id_for
 from rackscale.checkpoint.multinode import SavePart
 from rackscale.checkpoint.restore import Restorer, RestoreReport
@@ -89,6 +91,7 @@ class TieredStorageWriter(FileSystemWriter):
         self._pre: Future | None = None
         path = self.tiers.local.path(self.tiers.layout.data_prefix(self.ckpt_id))
         super().__init__(path, sync_files=cfg.fsync, overwrite=True, **fs_options)
+        self.fs = HashingFileSystem(cfg.chunk_size, cfg.hash_algo)
 
     # --- DCP's protocol -----------------------------------------------------------------------
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
@@ -125,11 +128,14 @@ class TieredStorageWriter(FileSystemWriter):
         self._part = SavePart(rank=info.rank, world=info.world, save_uuid=info.save_uuid,
                               created_at=info.created_at)
         self._drop_stale(info)
-        results = super().write_data(plan, planner).value()
-        names = sorted({r.storage_data.relative_path for r in results})
         mgr = self._mgr()
-        self._entries = hash_entries(Path(self.path), names, self.tiers_cfg.chunk_size,
-                                     self.tiers_cfg.hash_algo, mgr.pool)
+        self.fs.pool = mgr.pool  # hash each file while DCP writes it
+        try:
+            results = super().write_data(plan, planner).value()
+        finally:
+            self.fs.pool = None
+        self._entries = self._hashed_entries(sorted({r.storage_data.relative_path
+                                                     for r in results}))
         note: dict[str, Any] = {"rank": info.rank, "errors": {}}
         if info.world > 1 and info.rank != 0:
             self.handle = mgr.commit_files(self.step, self.ckpt_id, self._entries,
@@ -174,6 +180,23 @@ class TieredStorageWriter(FileSystemWriter):
         if self.manager is None:
             raise CheckpointError("TieredStorageWriter used outside dcp.save/async_save")
         return self.manager
+
+    def _hashed_entries(self, names: list[str]) -> list[ItemEntry]:
+        """Entries of this rank's files from the hashes taken while they were written; a file
+        whose stream was not plainly appended to is hashed again from disk."""
+        algo, out, again = self.tiers_cfg.hash_algo, {}, []
+        for n in names:
+            size = os.stat(Path(self.path) / n).st_size
+            ch = self.fs.take(n, size)
+            if ch is None:
+                again.append(n)
+            else:
+                out[n] = ItemEntry(n, size, ch, combine(ch, algo), {})
+        if again:
+            for e in hash_entries(Path(self.path), again, self.tiers_cfg.chunk_size, algo,
+                                  self._mgr().pool):
+                out[e.name] = e
+        return [out[n] for n in names]
 
     def _drop_stale(self, info: _RankPrefix) -> None:
         """Files an earlier, uncommitted attempt left under this rank's name or the name of a

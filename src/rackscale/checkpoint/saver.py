@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -106,17 +107,40 @@ def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
             for n, (size, ch) in zip(names, got, strict=True)]
 
 
+def lower_priority(nice: int) -> Callable[[], None]:
+    """A thread-pool initializer: the thread runs `nice` steps nicer than the process's main
+    thread (absolute, so a thread started by an already nicer thread is not lowered twice).
+    On Linux a priority is per thread; elsewhere (or where refused) the thread keeps its own."""
+    def init() -> None:
+        if nice <= 0 or not hasattr(os, "setpriority"):
+            return
+        tid = threading.get_native_id()
+        try:
+            target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
+            if os.getpriority(os.PRIO_PROCESS, tid) < target:
+                os.setpriority(os.PRIO_PROCESS, tid, target)
+        except OSError as err:  # not fatal: the push only competes harder for the CPU
+            log.debug("cannot lower the priority of thread %s: %s", tid, err)
+    return init
+
+
 class CheckpointManager:
     def __init__(self, cfg: TiersConfig | Tiers, *, events: EventHook = no_events,
                  progress: Callable[[int], None] | None = None) -> None:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg
         self.events = events
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="ckpt-save")
+        # Everything after a save has returned runs at a lower priority (`background_nice`);
+        # the threads that hash a DCP writer's files before it returns do not.
+        nicer = lower_priority(self.cfg.background_nice)
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="ckpt-save", initializer=nicer)
         self._parts = ThreadPoolExecutor(self.cfg.upload_parallelism,
-                                         thread_name_prefix="ckpt-part")
+                                         thread_name_prefix="ckpt-part", initializer=nicer)
         self._tierpool = ThreadPoolExecutor(max(1, len(self.tiers.remote)),
-                                            thread_name_prefix="ckpt-tier")
+                                            thread_name_prefix="ckpt-tier", initializer=nicer)
+        self._hash = ThreadPoolExecutor(max(1, min(self.cfg.upload_parallelism,
+                                                   os.cpu_count() or 1)),
+                                        thread_name_prefix="ckpt-hash")
         self.uploader = Uploader(self.tiers, self._parts, events=events, progress=progress)
         self.staging = StagingPool()
         self._inflight: SaveHandle | None = None
@@ -131,13 +155,15 @@ class CheckpointManager:
             self.shutdown(wait=True)
 
     def shutdown(self, *, wait: bool) -> None:
-        for pool in (self._worker, self._tierpool, self._parts):
+        for pool in (self._worker, self._tierpool, self._parts, self._hash):
             pool.shutdown(wait=wait)
 
     @property
     def pool(self) -> ThreadPoolExecutor:
-        """The worker threads hashing and uploading (writers hash their files on it)."""
-        return self._parts
+        """The threads on which writers hash their files before the save returns (at the
+        caller's priority; submit to it only from such a thread: new threads inherit the
+        priority of the thread that starts them)."""
+        return self._hash
 
     def __enter__(self) -> CheckpointManager:
         return self
@@ -222,18 +248,26 @@ class CheckpointManager:
         def run() -> None:
             journal = self.tiers.open_journal(ckpt_id, save_uuid)
             try:
-                for store in [self.tiers.region, *self.tiers.replicas]:
-                    try:
-                        self.uploader.upload_items(store, ckpt_id, [e.name for e in entries],
-                                                   UploadStats(), journal)
-                    except CheckpointError as err:  # retried (and reported) by the commit
-                        log.warning("checkpoint %s: early upload to %s failed: %s", ckpt_id,
-                                    store.name, err)
+                names, stats = [e.name for e in entries], UploadStats()
+                for f in [self._tierpool.submit(self._send_early, store, ckpt_id, names, stats,
+                                                journal)
+                          for store in [self.tiers.region, *self.tiers.replicas]]:
+                    f.result()
             finally:
                 journal.close()
         fut = self._worker.submit(run)
         self._inflight = SaveHandle(SaveReport(id=ckpt_id, step=-1, action="preupload"), fut)
         return fut
+
+    def _send_early(self, store: ObjectStore, ckpt_id: str, names: list[str],
+                    stats: UploadStats, journal: Any) -> None:
+        """Data ahead of its commit (objects count only once a manifest names them); a
+        failure is only logged: the commit's own push sends them again and reports it."""
+        try:
+            self.uploader.upload_items(store, ckpt_id, names, stats, journal)
+        except (CheckpointError, OSError) as err:
+            log.warning("checkpoint %s: early upload to %s failed: %s", ckpt_id, store.name,
+                        err)
 
     def local_data_dir(self, ckpt_id: str) -> Path:
         return self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
@@ -394,9 +428,20 @@ class CheckpointManager:
                     stats: UploadStats) -> bool:
         tiers, states = self.tiers, report.states
         save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731
+        early = []
+        if "region" not in states and "replicated" not in states:
+            # The replicas' data goes out beside the region's; their manifests still follow
+            # the region commit (the state order), below.
+            names = [it.name for it in job.manifest.items]
+            early = [self._tierpool.submit(self._send_early, r, job.manifest.id, names, stats,
+                                           journal) for r in tiers.replicas]
         if "region" not in states:
-            err = self._push_one(tiers.region, job, {**states, "region": time.time()}, stats,
-                                 journal)
+            try:
+                err = self._push_one(tiers.region, job, {**states, "region": time.time()},
+                                     stats, journal)
+            finally:  # the journal closes after this: nothing may still write to it
+                for f in early:
+                    f.result()  # a failure was logged; the replica's push sends it again
             if err:
                 self._failed(report, tiers.region, err)
                 save()
