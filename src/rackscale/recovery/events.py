@@ -31,7 +31,9 @@ class IncidentPayload(BaseModel):
     new process running (interpreter and imports); `restore_s` the slowest rank's checkpoint
     load (as the rank timed it); `first_step_s` launch to every rank's first step;
     `downtime_s` decision to that first step. `work_lost_steps`: steps done past the checkpoint
-    the job resumed from.
+    the job resumed from; `step_s` the job's median step time before the fault (steps of the
+    ranks that did not fail), so the lost work is `work_lost_steps` x `step_s` seconds;
+    `host` the supervisor's host (where every time was measured).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -56,6 +58,8 @@ class IncidentPayload(BaseModel):
     ckpt_id: str | None
     ckpt_step: int
     work_lost_steps: int
+    step_s: float | None = None
+    host: str | None = None
     outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again"] = "resumed"
     measured: Literal["measured"] = "measured"
 
