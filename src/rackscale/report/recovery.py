@@ -15,19 +15,10 @@ import statistics
 from html import escape
 from typing import Any
 
-from rackscale.recovery.events import INCIDENT
+from rackscale.recovery.events import INCIDENT, restart_cost_s
 
 TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "downtime_s")
 BUCKETS = ("detection", "restart", "restore", "lost_work")
-
-
-def restart_cost_s(p: dict[str, Any]) -> float | None:
-    """Fault to the job running again (detect + decision to the first step): what one
-    interruption costs beside the lost work; None when the restart was not completed."""
-    down = p.get("downtime_s") if p.get("downtime_s") is not None else p.get("restart_s")
-    if p.get("detect_s") is None or down is None:
-        return None
-    return float(p["detect_s"]) + float(down)
 
 
 def _buckets(p: dict[str, Any]) -> dict[str, float | None]:
