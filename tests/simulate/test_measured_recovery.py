@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.simulate.test_storage import profile_dict
 from typer.testing import CliRunner
 
 from rackscale.cli import app
@@ -107,6 +108,15 @@ def test_bad_recovery_input_is_exit_2_naming_the_file(tmp_path: Path) -> None:
     res = runner.invoke(app, [*SIM, "--recovery", str(empty), "--recovery-from-store"])
     assert res.exit_code == 2 and "give one of them" in res.output
     assert "Traceback" not in res.output
+
+
+def test_measured_restart_does_not_combine_with_storage(tmp_path: Path) -> None:
+    good = tmp_path / "incidents.json"
+    good.write_text(json.dumps({"incidents": [incident(2, 10).model_dump()]}))
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps(profile_dict()))
+    res = runner.invoke(app, [*SIM, "--recovery", str(good), "--storage", str(prof)])
+    assert res.exit_code == 2 and "already includes the checkpoint restore" in res.output
 
 
 @settings(max_examples=8, deadline=None)

@@ -62,6 +62,11 @@ def with_recovery(cfg: SimConfig, measured: dict[str, Any] | None) -> tuple[
     if measured is None:
         return cfg, {"basis": "assumed", "restart_min": cfg.restart_min,
                      "detect_min": cfg.detect_min}
+    if cfg.storage is not None:
+        # The measured figure already holds the restore; --storage would add it again.
+        raise RecoveryFileError("--recovery/--recovery-from-store and --storage: the measured "
+                                "restart cost already includes the checkpoint restore; give "
+                                "one of them")
     restart_min = measured["restart_cost_s"] / 60
     return (cfg.model_copy(update={"restart_min": restart_min, "detect_min": 0.0}),
             measured | {"restart_min": round(restart_min, 6), "detect_min": 0.0})
