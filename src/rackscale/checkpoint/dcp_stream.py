@@ -22,7 +22,7 @@ from typing import Any
 
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from rackscale.checkpoint.hashing import hash_range, digest
+from rackscale.checkpoint.hashing import digest, hash_range
 
 # What the stream may be asked without losing track of the bytes in the file.
 _HARMLESS = frozenset({"tell", "fileno", "flush", "closed", "name", "mode", "writable",

@@ -54,22 +54,20 @@ from rackscale.simulate import (
     SIMULATED,
     SWEEPS,
     FleetShape,
+    RecoveryFileError,
     SimConfig,
+    incidents_from_file,
+    incidents_from_store,
     make_config,
+    measured_recovery,
     payload,
     plan,
     run,
     sweep,
     sweep_payload,
+    with_recovery,
     write_csv,
     write_png,
-)
-from rackscale.simulate.recovery import (
-    RecoveryFileError,
-    incidents_from_file,
-    incidents_from_store,
-    measured_recovery,
-    with_recovery,
 )
 from rackscale.store import DEFAULT_DATA_DIR, Store
 

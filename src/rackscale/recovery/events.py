@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-INCIDENT = "recovery.incident"
+from rackscale.incidents import RECOVERY_INCIDENT, incident_restart_cost_s
+
+INCIDENT = RECOVERY_INCIDENT
 JOB = "recovery.job"
 FINDING = "certify.finding"
 
@@ -64,15 +66,8 @@ class IncidentPayload(BaseModel):
     measured: Literal["measured"] = "measured"
 
 
-def restart_cost_s(p: dict[str, Any]) -> float | None:
-    """Fault to the job running again (detect + decision to the first step; the launch when
-    no first step was seen): what one interruption costs beside the lost work; None when the
-    restart was not completed. The report's recovery section and the simulator's measured
-    restart cost both use it."""
-    down = p.get("downtime_s") if p.get("downtime_s") is not None else p.get("restart_s")
-    if p.get("detect_s") is None or down is None:
-        return None
-    return float(p["detect_s"]) + float(down)
+restart_cost_s = incident_restart_cost_s  # the rule lives with the event contract
+
 
 
 class JobPayload(BaseModel):

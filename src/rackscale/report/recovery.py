@@ -15,7 +15,8 @@ import statistics
 from html import escape
 from typing import Any
 
-from rackscale.recovery.events import INCIDENT, restart_cost_s
+from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
+from rackscale.incidents import incident_restart_cost_s as restart_cost_s
 
 TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "downtime_s")
 BUCKETS = ("detection", "restart", "restore", "lost_work")

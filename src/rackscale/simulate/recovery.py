@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.errors import UserError
-from rackscale.recovery.events import INCIDENT, restart_cost_s
+from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
+from rackscale.incidents import incident_restart_cost_s as restart_cost_s
 from rackscale.simulate.config import SimConfig
 
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rackscale.errors import UserError
+from rackscale.incidents import RECOVERY_INCIDENT
 from rackscale.registry import Registry, UnknownName
 
 VERSION_KEY = "v"
@@ -381,7 +382,7 @@ class SimulateStorageWhatifV1(Payload):
 
 
 # ---------------------------------------------------------------------------------- recovery
-@event_kind("recovery.incident")
+@event_kind(RECOVERY_INCIDENT)
 class RecoveryIncidentV1(Payload):
     """One fault of a supervised job, from detection to the first step after the restart
     (component_id: the excluded GPU); every time is measured, in seconds."""
