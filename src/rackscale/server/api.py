@@ -47,7 +47,7 @@ class Page(BaseModel):
     limit: int
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in (
         (400, "Bad request"), (404, "Not found"), (422, "Invalid parameters"),
         (500, "Internal error"))
@@ -58,7 +58,7 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
         (409, "Refused by the lifecycle rules"), (413, "Body too large"))
 }
 
-router = APIRouter(prefix="/api/v1", responses=_ERRORS)
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
 bearer = HTTPBearer(auto_error=False, description="The server's token (--token-file or "
                     "$RACKSCALE_SERVER_TOKEN).")
 
