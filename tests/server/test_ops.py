@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 
@@ -24,7 +26,7 @@ from rackscale.fleet import Topology, seed_fleet
 from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.record import Recorder
 from rackscale.server import ServerConfig, create_app
-from rackscale.server.ops import BUCKETS
+from rackscale.server.ops import BUCKETS, incident_metrics
 from rackscale.store import Store
 
 from .conftest import copy_db
@@ -99,9 +101,9 @@ def test_incident_histograms_are_built_from_the_events(client_with_incidents: An
     assert s[("rackscale_incident_restart_seconds_sum", fs)] == pytest.approx(44.0)
     assert s[("rackscale_incident_downtime_seconds_count", fs)] == 2
     # The straggler had no restart (no spare): it has a stop time but no restart histogram.
-    st = (("symptom", "straggler"),)
-    assert s[("rackscale_incident_stop_seconds_count", st)] == 1
-    assert ("rackscale_incident_restart_seconds_count", st) not in s
+    sg = (("symptom", "straggler"),)
+    assert s[("rackscale_incident_stop_seconds_count", sg)] == 1
+    assert ("rackscale_incident_restart_seconds_count", sg) not in s
     assert s[("rackscale_incidents_total", (("outcome", "no_spare"), ("symptom", "straggler")))] \
         == 1
     assert s[("rackscale_incidents_total", (("outcome", "resumed"), ("symptom", "fail_stop")))] \
@@ -169,3 +171,29 @@ def test_checkpoints_unconfigured_and_bad_config(demo_db: Path, tmp_path: Path) 
     assert proc.returncode == 2, proc.stderr
     assert str(bad) in proc.stderr and "region" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@given(st.lists(st.tuples(st.sampled_from(["fail_stop", "hang", "straggler"]),
+                          st.one_of(st.none(), st.floats(0, 7200, allow_nan=False))),
+                max_size=40))
+def test_incident_histograms_count_every_value_once(rows: list[tuple[str, float | None]]) -> None:
+    fams = {f.name: f for f in incident_metrics(
+        [{"symptom": sym, "detect_s": v, "outcome": "resumed"} for sym, v in rows])}
+    s = {(x.name, tuple(sorted(x.labels.items()))): x.value
+         for x in fams["rackscale_incident_detect_seconds"].samples}
+    for sym in {sym for sym, _ in rows}:
+        values = [v for sy, v in rows if sy == sym and v is not None]
+        if not values:
+            assert ("rackscale_incident_detect_seconds_count", (("symptom", sym),)) not in s
+            continue
+        counts = [s[("rackscale_incident_detect_seconds_bucket",
+                     (("le", floatToGoString(b)), ("symptom", sym)))] for b in BUCKETS]
+        assert counts == sorted(counts)  # cumulative
+        assert counts == [sum(v <= b for v in values) for b in BUCKETS]
+        inf = (("le", "+Inf"), ("symptom", sym))
+        assert s[("rackscale_incident_detect_seconds_bucket", inf)] == len(values)
+        assert s[("rackscale_incident_detect_seconds_sum", (("symptom", sym),))] == \
+            pytest.approx(sum(values))
+    total = sum(x.value for x in fams["rackscale_incidents"].samples
+                if x.name == "rackscale_incidents_total")
+    assert total == len(rows)
