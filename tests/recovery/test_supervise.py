@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +54,7 @@ def test_kill9_of_a_rank_excludes_it_resumes_on_the_spare_bit_exact(tmp_path: Pa
     assert inc["ckpt_step"] >= 5 and inc["ckpt_step"] % rig.EVERY == 0
     assert inc["detected_at"] - killed_at < 2.0
     assert inc["first_step_s"] is not None and inc["restore_s"] is not None
+    assert inc["host"] == socket.gethostname() and 0 < inc["step_s"] < 60
     with sqlite3.connect(db) as c:
         kinds = {k for (k,) in c.execute("select kind from events where component_id = ?",
                                          ("local/r01/c01/gpu1",))}

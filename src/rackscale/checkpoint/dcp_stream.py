@@ -22,7 +22,7 @@ from typing import Any
 
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from rackscale.checkpoint.hashing import _hash_range, digest
+from rackscale.checkpoint.hashing import hash_range, digest
 
 # What the stream may be asked without losing track of the bytes in the file.
 _HARMLESS = frozenset({"tell", "fileno", "flush", "closed", "name", "mode", "writable",
@@ -50,7 +50,7 @@ class _HashingStream(io.RawIOBase):
         return n
 
     def _submit(self, n: int) -> None:
-        self.futures.append(self._pool.submit(_hash_range, self._path, self.submitted, n,
+        self.futures.append(self._pool.submit(hash_range, self._path, self.submitted, n,
                                               self._algo))
         self.submitted += n
 

@@ -56,7 +56,7 @@ def combine(parts: Iterable[str], algo: str = DEFAULT_ALGO) -> str:
     return h.hexdigest()
 
 
-def _hash_range(path: str, start: int, length: int, algo: str) -> str:
+def hash_range(path: str, start: int, length: int, algo: str) -> str:
     # One chunk per call: a worker holds at most one chunk in memory (the coordinator used
     # to read whole files, which doubled the peak RSS of a save).
     fd = os.open(path, os.O_RDONLY)
@@ -84,8 +84,8 @@ def hash_files(paths: Sequence[str | os.PathLike[str]], chunk_size: int, algo: s
         futs: list[Future[str] | str] = []
         for off in range(0, size, chunk_size):
             n = min(chunk_size, size - off)
-            futs.append(pool.submit(_hash_range, path, off, n, algo) if pool is not None
-                        else _hash_range(path, off, n, algo))
+            futs.append(pool.submit(hash_range, path, off, n, algo) if pool is not None
+                        else hash_range(path, off, n, algo))
         jobs.append((size, futs))
     return [(size, [f if isinstance(f, str) else f.result() for f in futs])
             for size, futs in jobs]

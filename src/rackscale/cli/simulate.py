@@ -64,6 +64,13 @@ from rackscale.simulate import (
     write_csv,
     write_png,
 )
+from rackscale.simulate.recovery import (
+    RecoveryFileError,
+    incidents_from_file,
+    incidents_from_store,
+    measured_recovery,
+    with_recovery,
+)
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
@@ -103,6 +110,29 @@ SIM_OPTIONS = {
 }
 
 
+RecoveryOpt = typer.Option(
+    None, "--recovery", metavar="FILE", show_default=False,
+    help="Use the measured restart cost of `rackscale job incidents --json` output (median "
+         "fault-to-running time) instead of --restart and --detect.")
+RecoveryStoreOpt = typer.Option(
+    False, "--recovery-from-store", help="Same, from the recovery incidents in the --db store.")
+
+
+def _measured_recovery(path: Path | None, from_store: bool,
+                       db: str | None) -> dict[str, Any] | None:
+    if path is not None and from_store:
+        raise RecoveryFileError("--recovery and --recovery-from-store: give one of them")
+    if path is not None:
+        return measured_recovery(incidents_from_file(path), str(path))
+    if not from_store:
+        return None
+    store = Store(db, readonly=True)
+    try:
+        return measured_recovery(incidents_from_store(store), f"store {store.url}")
+    finally:
+        store.close()
+
+
 def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
     """The validated config from a command's options (its `locals()`: `config` holds the
     SimConfig fields); the whole pool when no --job-gpus is given."""
@@ -127,18 +157,20 @@ def run_cmd(
     storage: Path | None = StorageOpt, ckpt_size: str | None = CkptSizeOpt,
     region_loss_per_year: float = RegionLossOpt, region_outage: float = OutageOpt,
     local_cache: bool = CacheOpt, replication: bool = ReplOpt,
+    recovery: Path | None = RecoveryOpt, recovery_from_store: bool = RecoveryStoreOpt,
     record: bool = typer.Option(False, "--record", help="Store a simulate.run event (--db)."),
     db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     shape = _fleet(fleet, db, pool)
     cfg = storage_config(_config(shape, locals()), shape, locals())
+    cfg, used = with_recovery(cfg, _measured_recovery(recovery, recovery_from_store, db))
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
-    result = label_storage(result, cfg)
+    result = label_storage(result, cfg) | {"recovery": used}
     if store is not None:
         store.append_event(shape.name, "simulate.run", payload(result),
                                actor="cli", reason="rackscale simulate run")
@@ -146,6 +178,19 @@ def run_cmd(
         emit_json(result)
         return
     print_result(result)
+
+
+def print_recovery(used: dict[str, Any] | None) -> None:
+    if not used:
+        return
+    if used["basis"] == "measured":
+        console.print(f"restart cost measured: {used['restart_cost_s']:.2f} s (median fault to "
+                      f"running again of {used['incidents']} incidents, {used['source']}); "
+                      "detection inside it")
+    else:
+        detect = "per cause" if used["detect_min"] is None else f"{used['detect_min']:g} min"
+        console.print(f"restart cost assumed: {used['restart_min']:g} min (--restart), "
+                      f"detection {detect} (--detect)")
 
 
 def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
@@ -166,6 +211,7 @@ def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
         f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
         f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
     print_storage(r)
+    print_recovery(r.get("recovery"))
     console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
     console.print(
         "goodput = scheduling x runtime x program = "

@@ -31,7 +31,9 @@ class IncidentPayload(BaseModel):
     new process running (interpreter and imports); `restore_s` the slowest rank's checkpoint
     load (as the rank timed it); `first_step_s` launch to every rank's first step;
     `downtime_s` decision to that first step. `work_lost_steps`: steps done past the checkpoint
-    the job resumed from.
+    the job resumed from; `step_s` the job's median step time before the fault (steps of the
+    ranks that did not fail), so the lost work is `work_lost_steps` x `step_s` seconds;
+    `host` the supervisor's host (where every time was measured).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -56,8 +58,21 @@ class IncidentPayload(BaseModel):
     ckpt_id: str | None
     ckpt_step: int
     work_lost_steps: int
+    step_s: float | None = None
+    host: str | None = None
     outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again"] = "resumed"
     measured: Literal["measured"] = "measured"
+
+
+def restart_cost_s(p: dict[str, Any]) -> float | None:
+    """Fault to the job running again (detect + decision to the first step; the launch when
+    no first step was seen): what one interruption costs beside the lost work; None when the
+    restart was not completed. The report's recovery section and the simulator's measured
+    restart cost both use it."""
+    down = p.get("downtime_s") if p.get("downtime_s") is not None else p.get("restart_s")
+    if p.get("detect_s") is None or down is None:
+        return None
+    return float(p["detect_s"]) + float(down)
 
 
 class JobPayload(BaseModel):

@@ -11,6 +11,9 @@ never deleted here: whatever happens to the job, every committed checkpoint stay
 from __future__ import annotations
 
 import contextlib
+import itertools
+import socket
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,7 +223,8 @@ class Supervisor:
             component=slot, fault_kind="", spare=spare, evidence=sus.evidence,
             detected_at=out.detected_at, detect_s=detect_s, detect_steps=detect_steps,
             localize_s=round(localized - out.detected_at, 4), stop_s=round(stopped - t0, 4),
-            ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step))
+            ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step),
+            step_s=_step_time(out.ranks, sus.rank), host=socket.gethostname())
         inc.fault_kind = self.setup.recorder.exclude(inc)
         if spare is None:
             inc.outcome = "no_spare"
@@ -297,8 +301,18 @@ def _detect_time(sus: Suspect, rb: RankBeats, out: Outcome) -> tuple[float | Non
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _step_time(ranks: list[RankBeats], suspect: int) -> float | None:
+    """The median time between completed steps of the ranks that did not fail (the suspect's
+    own steps are the slow or missing ones); None before two steps were seen."""
+    gaps = []
+    for rb in ranks:
+        if rb.rank != suspect:
+            at = sorted(rb.sync_at.items())
+            gaps += [t1 - t0 for (s0, t0), (s1, t1) in itertools.pairwise(at)
+                     if s1 == s0 + 1]
+    return round(statistics.median(gaps), 6) if gaps else None

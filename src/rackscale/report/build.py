@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.durable import write_atomic
-from rackscale.report.bundle import EXTRA_EVENT_PREFIXES
+from rackscale.report.bundle import EXTRA_EVENT_PREFIXES, RECOVERY_FILE
 from rackscale.report.diff import with_history
 from rackscale.report.ledger import JobShape, Ledger
 from rackscale.report.page import render_html
@@ -35,7 +35,8 @@ def report_document(store: Store, *, shape: JobShape | None = None,
                     gpu_hour_price: float | None = None) -> tuple[dict[str, Any], Ledger]:
     t0 = time.perf_counter()
     view = collect(store, fleet=fleet)
-    doc, ledger = document_of(view, params_of(shape or JobShape(), gpu_hour_price))
+    doc, ledger = document_of(view, params_of(shape or JobShape(), gpu_hour_price),
+                              recovery=_recovery_events(_extra_events(store)))
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     return doc, ledger
 
@@ -43,6 +44,11 @@ def report_document(store: Store, *, shape: JobShape | None = None,
 def _extra_events(store: Store) -> dict[str, list[Any]]:
     return {name: [e for p in prefixes for e in store.events(kind_prefix=p)]
             for name, prefixes in EXTRA_EVENT_PREFIXES.items()}
+
+
+def _recovery_events(extra: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    # The dict form the evidence bundle holds, so build and verify compute the same section.
+    return [e.as_dict() for e in extra[RECOVERY_FILE]]
 
 
 def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = None,
@@ -53,12 +59,13 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     t0 = time.perf_counter()
     view = collect(store, fleet=fleet)
     params = params_of(shape or JobShape(), gpu_hour_price)
-    doc, ledger = document_of(view, params)
+    extra_events = _extra_events(store)
+    doc, ledger = document_of(view, params, recovery=_recovery_events(extra_events))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, html_path = out / "report.json", out / "report.html"
     with_history(doc, _previous(json_path, doc))
-    write_statement(out, view, doc, params, extra=extra, extra_events=_extra_events(store))
+    write_statement(out, view, doc, params, extra=extra, extra_events=extra_events)
     html = render_html(doc)
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     # A reader (a browser, the dashboard) never sees half a report, even after a crash, and

@@ -36,7 +36,8 @@ EVIDENCE_DIR = "evidence"
 MANIFEST = "manifest.json"
 # Event kinds that carry measured recovery and checkpoint figures, exported when the store has
 # them (the ledger does not read them; the disclosure does).
-EXTRA_EVENT_PREFIXES = {"recovery.jsonl": ("recover.", "job."),
+RECOVERY_FILE = "recovery.jsonl"
+EXTRA_EVENT_PREFIXES = {RECOVERY_FILE: ("recovery.",),
                         "checkpoint-events.jsonl": ("checkpoint.",)}
 _NONFINITE = "$nonfinite"
 # events_in builds Events positionally (the fast path at 100k+ events): the field order is

@@ -95,16 +95,22 @@ def _performance(doc: dict[str, Any]) -> dict[str, Any]:
                    "NVLink on and off; expected = the model's figure at the links' rates"}
 
 
-def _recovery(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
-    events = extras.get("recovery.jsonl") or []
-    keys = ("time_to_detect_s", "time_to_resume_s", "work_lost_s", "job", "cause")
-    measured = [{k: e["payload"][k] for k in keys if k in e["payload"]} | {
-        "kind": e["kind"], "component": e["component"], "provenance": {
-            "basis": "measured" if e["payload"].get("backend") == "real" else "simulated",
-            **({"where": f"event seq {e['seq']}", "on": e["component"]}
-               if e["payload"].get("backend") == "real" else
-               {"seed": e["payload"].get("seed"), "model": "digital twin"})}}
-        for e in events]
+# The disclosure's name for each measured time of an incident (report.json's recovery rows).
+_RECOVERY_TIMES = {"time_to_detect_s": "detect_s", "time_to_localize_s": "localize_s",
+                   "time_to_restart_s": "restart_s", "time_to_restore_s": "restore_s",
+                   "time_to_first_step_s": "first_step_s", "downtime_s": "downtime_s"}
+
+
+def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
+    """Measured incidents from report.json's recovery section (itself computed from the
+    bundle's recovery.jsonl), beside the simulator's failure figures."""
+    rows = (doc.get("recovery") or {}).get("incidents") or []
+    measured = [{"kind": r["symptom"], "component": r["component"], "job": r["job"],
+                 "fault_kind": r["fault_kind"], "outcome": r["outcome"],
+                 **{k: r[v] for k, v in _RECOVERY_TIMES.items()},
+                 "work_lost_steps": r["work_lost_steps"],
+                 "work_lost_s": r["badput_s"]["lost_work"],
+                 "provenance": r["measured"]} for r in rows]
     sim = doc["simulation"]
     simulated = None
     if sim["status"] == "ran":
@@ -168,7 +174,7 @@ def build_disclosure(doc: dict[str, Any], extras: dict[str, Any], root: str) -> 
                    "job_shape": doc["job_shape"]["name"]},
         "ledger": _ledger(doc),
         "performance": _performance(doc),
-        "recovery": _recovery(doc, extras),
+        "recovery": _recovery(doc),
         "storage": _storage(doc, extras),
         "cost": doc.get("cost"),
     }

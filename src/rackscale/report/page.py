@@ -21,6 +21,7 @@ from rackscale.report.page_fleet import (
     rack_map,
     state_css,
 )
+from rackscale.report.recovery import render_recovery
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 
@@ -305,6 +306,8 @@ above each bar" src="data:image/png;base64,{wf}"></div>
 <section><h2>ETTR and goodput</h2>{_goodput(doc)}</section>
 <section><h2>Storage: what the local cache and replication buy</h2>
 {render_storage(doc.get("storage") or {})}</section>
+<section><h2>Recovery: incidents of supervised jobs</h2>
+{render_recovery(doc.get("recovery") or {})}</section>
 <section><h2>Method</h2>{_method(doc)}</section>
 </main></body></html>
 """

@@ -17,6 +17,7 @@ from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.report.bundle import (
     EVIDENCE_FORMAT,
+    RECOVERY_FILE,
     decode,
     evidence_files,
     extras_of,
@@ -27,8 +28,9 @@ from rackscale.report.bundle import (
 )
 from rackscale.report.cost import cost_section
 from rackscale.report.disclosure import build_disclosure
-from rackscale.report.document import build_document
+from rackscale.report.document import build_document, finite
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
+from rackscale.report.recovery import recovery_section
 from rackscale.report.storeview import StoreView
 
 # Fields of report.json that the evidence does not determine: when and how fast it was built,
@@ -60,10 +62,13 @@ def shape_of(params: dict[str, Any]) -> JobShape:
 
 
 def document_of(view: StoreView, params: dict[str, Any], *, generated_at: datetime | None = None,
-                build_s: float | None = None) -> tuple[dict[str, Any], Ledger]:
-    """The report document the inputs give: ledger, document, and cost when priced."""
+                build_s: float | None = None,
+                recovery: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], Ledger]:
+    """The report document the inputs give: ledger, document, the recovery section from
+    the recovery events (as the bundle's recovery.jsonl holds them), and cost when priced."""
     ledger = build_ledger(view, shape_of(params))
     doc = build_document(view, ledger, build_s=build_s, generated_at=generated_at)
+    doc["recovery"] = finite(recovery_section(recovery))
     price = params.get("gpu_hour_price")
     if price is not None:
         doc["cost"] = cost_section(doc["ledger"], float(price))
@@ -114,10 +119,12 @@ def recompute(files: dict[str, bytes], generated_at: str | None) -> tuple[
             when = datetime.fromisoformat(generated_at)
         except ValueError:
             when = None
-    doc, _ = document_of(view, params, generated_at=when)
+    extras = extras_of(files)
+    doc, _ = document_of(view, params, generated_at=when,
+                         recovery=extras.get(RECOVERY_FILE))
     doc = json.loads(json.dumps(doc, default=str, allow_nan=False))  # as report.json holds it
     root = root_of(manifest_of(files))
-    return doc, build_disclosure(doc, extras_of(files), root)
+    return doc, build_disclosure(doc, extras, root)
 
 
 # ------------------------------------------------------------------ naming a difference

@@ -28,6 +28,8 @@ def payload(result: dict[str, Any]) -> dict[str, Any]:
             "fleet_gpus", "pool", "pool_gpus")
     # With --storage, the measured figures it used go with it (labelled measured).
     extra = {"storage": result["storage"]} if result.get("storage") else {}
+    if result.get("recovery"):  # the restart cost it used, measured or assumed
+        extra["recovery"] = result["recovery"]
     return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]} | extra
 
 

@@ -219,9 +219,21 @@ class Store:
                 with self.engine.connect() as conn:
                     conn.exec_driver_sql("SELECT 1")
                 return
-            Base.metadata.create_all(self.engine)
+            self._create_all()
         except DatabaseError as err:
             raise self._translate(err) from None
+
+    def _create_all(self) -> None:
+        # create_all checks, then creates: two processes opening a new database at once can
+        # both see a table missing, and the slower one's CREATE fails with "already exists".
+        # That is a race, not a fault: the next pass sees the table and skips it.
+        for attempt in range(3):
+            try:
+                Base.metadata.create_all(self.engine)
+                return
+            except OperationalError as err:
+                if "already exists" not in str(err.orig).lower() or attempt == 2:
+                    raise
 
     def _translate(self, err: DatabaseError) -> StoreError:
         """One clear message for what a database can refuse, with passwords masked."""

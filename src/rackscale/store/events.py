@@ -331,6 +331,8 @@ class SimulateRunV1(Payload):
     pool: str | None = None  # the rack template or GPU SKU the job ran on
     pool_gpus: int | None = None
     storage: dict[str, Any] | None = None  # the measured storage figures (--storage)
+    # The restart cost it used: measured (--recovery, --recovery-from-store) or assumed.
+    recovery: dict[str, Any] | None = None
 
 
 class SweepPoint(BaseModel):
