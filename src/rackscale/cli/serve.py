@@ -19,6 +19,10 @@ def serve(
     token_file: str | None = typer.Option(
         None, "--token-file", metavar="FILE", show_default=False,
         help=f"File whose first line is the bearer token for mutations (or set ${TOKEN_ENV})."),
+    checkpoints: str | None = typer.Option(
+        None, "--checkpoints", metavar="FILE", show_default=False,
+        help="Checkpoint tiers config (YAML/JSON, as `checkpoint ls --config`) whose "
+        "checkpoints /api/v1/checkpoints and /metrics list."),
     token: str | None = typer.Option(None, "--token", hidden=True, show_default=False,
                                      metavar="TEXT", help="Refused: see --token-file."),
 ) -> None:
@@ -30,7 +34,7 @@ def serve(
     try:
         from rackscale.server import serve as run_server
         cfg = ServerConfig(db=db, host=host, port=port, allow_remote=allow_remote,
-                           token=read_token(token_file))
+                           token=read_token(token_file), checkpoints=checkpoints)
         import fastapi  # noqa: F401  (checked here to name the extra, not fail in a traceback)
         import uvicorn  # noqa: F401
     except ModuleNotFoundError as err:

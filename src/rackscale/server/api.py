@@ -47,18 +47,18 @@ class Page(BaseModel):
     limit: int
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in (
         (400, "Bad request"), (404, "Not found"), (422, "Invalid parameters"),
         (500, "Internal error"))
 }
-_MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
+MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text} for code, text in (
         (401, "Missing or wrong token"), (403, "Mutations are off (no token configured)"),
         (409, "Refused by the lifecycle rules"), (413, "Body too large"))
 }
 
-router = APIRouter(prefix="/api/v1", responses=_ERRORS)
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
 bearer = HTTPBearer(auto_error=False, description="The server's token (--token-file or "
                     "$RACKSCALE_SERVER_TOKEN).")
 
@@ -164,7 +164,7 @@ def rack(request: Request, rack_id: str = Path(..., max_length=200),
 
 
 @router.post("/racks/{rack_id:path}/drain", summary="Drain a rack (needs the token)",
-             responses=_MUTATION_ERRORS, dependencies=[Depends(require_token)])
+             responses=MUTATION_ERRORS, dependencies=[Depends(require_token)])
 def drain(request: Request, body: DrainRequest, rack_id: str = Path(..., max_length=200),
           snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
     if snap.rack(check_id(rack_id)) is None:

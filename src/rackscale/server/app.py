@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rackscale import __version__
-from rackscale.server import errors, pages
+from rackscale.server import errors, jobs, ops, pages
 from rackscale.server.api import router
 from rackscale.server.config import ServerConfig
 from rackscale.server.errors import error_response
@@ -78,9 +78,13 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
                   description="Fleet state, certification findings and the usable-capacity "
                   "ledger of one rackscale store. Mutations need the bearer token.")
     app.state.config, app.state.store, app.state.cache = config, store, cache
-    registry = make_registry(cache)
+    app.state.checkpoints = ops.CheckpointSource(config.checkpoints)
+    app.state.jobs = jobs.CertifyJobs(store)
+    registry = make_registry(cache, app.state.checkpoints)
     errors.install(app)
     app.include_router(router)
+    app.include_router(ops.router)
+    app.include_router(jobs.router)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
 

@@ -40,6 +40,7 @@ class ServerConfig:
     token: str | None = field(default=None, repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     poll_s: float = 2.0  # how often an open dashboard asks whether anything changed
+    checkpoints: str | None = None  # a checkpoint tiers config (YAML/JSON) to list
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:

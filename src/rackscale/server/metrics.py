@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from rackscale.server.ops import CheckpointSource, checkpoint_metrics, incident_metrics, incidents
 from rackscale.server.snapshot import SnapshotCache
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class FleetCollector:
-    def __init__(self, cache: SnapshotCache) -> None:
-        self.cache = cache
+    def __init__(self, cache: SnapshotCache, checkpoints: CheckpointSource) -> None:
+        self.cache, self.checkpoints = cache, checkpoints
 
     def collect(self) -> Iterator[Metric]:
         snap = self.cache.get()
@@ -58,11 +59,15 @@ class FleetCollector:
                                 value=snap.seq)
         yield GaugeMetricFamily("rackscale_snapshot_build_seconds",
                                 "Time the last store snapshot took to build", value=snap.built_s)
+        yield from incident_metrics(incidents(self.cache.store, snap))
+        if self.checkpoints.path is not None:
+            yield from checkpoint_metrics(self.checkpoints.get())
 
 
-def make_registry(cache: SnapshotCache) -> CollectorRegistry:
+def make_registry(cache: SnapshotCache,
+                  checkpoints: CheckpointSource | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FleetCollector(cache))  # type: ignore[arg-type]
+    registry.register(FleetCollector(cache, checkpoints or CheckpointSource(None)))  # type: ignore[arg-type]
     return registry
 
 

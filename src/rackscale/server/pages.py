@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from rackscale.lifecycle import history
 from rackscale.server.api import check_id, snapshot
 from rackscale.server.errors import ApiError
+from rackscale.server.ops import RPO_STATES, incidents, rpo_by_tier
 from rackscale.server.snapshot import Snapshot
 
 router = APIRouter(include_in_schema=False)
@@ -100,6 +101,48 @@ def _findings_table(rows: list[dict[str, Any]], limit: int = 200) -> str:
             f"{body}</table>{more}")
 
 
+def _secs(v: Any) -> str:
+    return f"{float(v):.2f} s" if v is not None else "-"
+
+
+def _incidents_table(rows: list[dict[str, Any]], limit: int = 50) -> str:
+    body = "".join(
+        f"<tr data-seq='{r['seq']}'><td>{escape(r['time'][:19])}</td><td>{escape(str(r['job']))}"
+        f"</td><td>{escape(str(r['symptom']))}</td><td>{escape(str(r['component']))}</td>"
+        f"<td>{escape(str(r.get('spare')))}</td><td>{_secs(r.get('detect_s'))}</td>"
+        f"<td>{_secs(r.get('restart_s'))}</td><td>{_secs(r.get('downtime_s'))}</td>"
+        f"<td>{escape(str(r.get('work_lost_steps', '-')))}</td>"
+        f"<td>{escape(str(r.get('outcome')))}</td></tr>" for r in rows[:limit])
+    more = f"<p class=muted>{len(rows) - limit} more at /api/v1/incidents</p>" \
+        if len(rows) > limit else ""
+    return (f"<h2>Incidents ({len(rows)})</h2><p class=muted>job recoveries, newest first; "
+            "every time measured by the supervisor</p><table id=incidents><tr><th>time</th>"
+            "<th>job</th><th>symptom</th><th>excluded</th><th>spare</th><th>detect</th>"
+            "<th>restart</th><th>downtime</th><th>steps lost</th><th>outcome</th></tr>"
+            f"{body}</table>{more}")
+
+
+def _checkpoints_table(listing: dict[str, Any], limit: int = 20) -> str:
+    if not listing["configured"]:
+        return ("<h2>Checkpoints</h2><p class=muted>no tiers config: start the server with "
+                "--checkpoints FILE to list checkpoints here</p>")
+    rows = listing["checkpoints"]
+    body = "".join(
+        f"<tr data-ckpt='{escape(c['id'])}'><td>{escape(c['id'])}</td>"
+        f"<td>{escape(str(c['step']))}</td><td>{escape(str(c['state']))}</td>"
+        + "".join(f"<td>{escape(str(v))}</td>" for v in c["tiers"].values()) + "</tr>"
+        for c in rows[:limit])
+    tiers = list(rows[0]["tiers"]) if rows else []
+    rpo = rpo_by_tier(rows)
+    rpo_text = ", ".join(f"{t} {rpo[t]:.2f} s" for t in RPO_STATES if t in rpo) or "-"
+    down = "".join(f"<p class=err>{escape(t)} unreachable: {escape(w)}</p>"
+                   for t, w in listing["unreachable"].items())
+    return (f"<h2>Checkpoints ({len(rows)})</h2><p>RPO of the newest checkpoint per tier "
+            f"state (staged to committed there, measured): <span id=rpo>{escape(rpo_text)}"
+            f"</span></p>{down}<table id=checkpoints><tr><th>id</th><th>step</th><th>state</th>"
+            + "".join(f"<th>{escape(t)}</th>" for t in tiers) + f"</tr>{body}</table>")
+
+
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, snap: Snapshot = Depends(snapshot)) -> HTMLResponse:
     regions: dict[str, list[str]] = {}
@@ -113,7 +156,9 @@ def index(request: Request, snap: Snapshot = Depends(snapshot)) -> HTMLResponse:
             f"lifecycle's, figures from the store (basis per step below).</p>"
             f"<h2>Racks</h2><div id=rackmap>{maps}</div><p>{legend}</p>{_waterfall(snap)}"
             f"<h2>Findings ({len(snap.ledger.findings)})</h2>"
-            f"{_findings_table(snap.ledger.findings)}")
+            f"{_findings_table(snap.ledger.findings)}"
+            f"{_incidents_table(incidents(request.app.state.store, snap))}"
+            f"{_checkpoints_table(request.app.state.checkpoints.get())}")
     return _page(f"rackscale: {snap.fleet}", body, request, snap.seq)
 
 
