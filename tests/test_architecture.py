@@ -164,6 +164,9 @@ OVER_THE_LIMITS = {
         "maps the lifecycle commands' driver options (plant, Redfish, Slurm, twin) to drivers",
     "rackscale/lifecycle/controller.py::Controller._interlock":
         "one interlock event's fields (**extra: its rule's figures)",
+    "rackscale/cli/serve.py::serve": "the `serve` command's options (registered, not decorated)",
+    "rackscale/server/ops.py::list_incidents":
+        "a FastAPI endpoint: its query filters and paging are its parameters",
 }
 
 

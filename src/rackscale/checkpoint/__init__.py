@@ -26,6 +26,7 @@ from rackscale.checkpoint.errors import (
     UnknownCheckpoint,
 )
 from rackscale.checkpoint.importer import import_dcp
+from rackscale.checkpoint.listing import catalog_of, listing_rows, tier_presence
 from rackscale.checkpoint.manifest import CkptState, Manifest, ckpt_id_for
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectInfo, ObjectStore
 from rackscale.checkpoint.profile import (
@@ -72,12 +73,14 @@ __all__ = [
     "Tiers",
     "TiersConfig",
     "UnknownCheckpoint",
+    "catalog_of",
     "ckpt_id_for",
     "default_config",
     "demo_checkpoint",
     "fit_affine",
     "gc",
     "import_dcp",
+    "listing_rows",
     "load_config",
     "load_profile",
     "measure_profile",
@@ -85,6 +88,7 @@ __all__ = [
     "parse_profile",
     "parse_size",
     "run_benchmarks",
+    "tier_presence",
 ]
 
 _TORCH = {"TieredStorageReader", "TieredStorageWriter"}

@@ -16,17 +16,17 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 from rich.table import Table
 
 from rackscale.checkpoint import (
-    CheckpointError,
     Restorer,
-    StoreAuthError,
-    StoreUnreachable,
     Tiers,
     TiersConfig,
+    catalog_of,
     default_config,
     demo_checkpoint,
     gc,
+    listing_rows,
     load_config,
     run_benchmarks,
+    tier_presence,
 )
 from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
 from rackscale.cli._pipeline import DemoContext
@@ -58,54 +58,6 @@ def _fmt_t(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
 
 
-DOWN = (StoreUnreachable, StoreAuthError)
-
-
-def _presence(tiers: Tiers, r: Restorer, ckpt_id: str) -> dict[str, str]:
-    """Per tier: yes (a manifest), no, bad (a manifest that does not check out), unreachable."""
-    bad = r.bad_manifests.get(ckpt_id, {})
-    out = {}
-    for s in tiers.all:
-        if s.name in bad:
-            out[s.name] = "bad"
-            continue
-        try:
-            out[s.name] = "yes" if s.head(tiers.layout.manifest(ckpt_id)) else "no"
-        except DOWN:
-            out[s.name] = "unreachable"
-    return out
-
-
-def _catalog(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict:
-    try:
-        return tiers.read_catalog(ckpt_id) or {}
-    except CheckpointError as err:  # history only: the listing goes on without it
-        notes.append(str(err))
-        return {}
-
-
-def _rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
-    rows = []
-    for ckpt_id in r.list_ids():
-        cat = _catalog(tiers, ckpt_id, notes)
-        try:
-            m, src, _ = r.manifest(ckpt_id)
-        except CheckpointError as err:  # every copy damaged, or its only tier went away
-            rows.append({"id": ckpt_id, "step": cat.get("step"), "bytes": None, "hash": None,
-                         "algo": None, "state": "damaged", "states": cat.get("states", {}),
-                         "rpo_s": None, "tiers": _presence(tiers, r, ckpt_id),
-                         "errors": cat.get("errors", {}), "manifest_from": None,
-                         "problem": str(err)})
-            continue
-        states = cat.get("states") or m.states
-        rpo = states["region"] - states["staged"] if {"region", "staged"} <= set(states) else None
-        rows.append({"id": ckpt_id, "step": m.step, "bytes": m.total_bytes, "hash": m.hash,
-                     "algo": m.algo, "state": list(states)[-1] if states else "-",
-                     "states": states, "rpo_s": rpo, "tiers": _presence(tiers, r, ckpt_id),
-                     "errors": cat.get("errors", {}), "manifest_from": src})
-    return rows
-
-
 def _warn_problems(r: Restorer, ckpt_id: str | None = None) -> None:
     """Say what was skipped and why; the command still answers from the good tiers."""
     for tier, why in r.unreachable.items():
@@ -132,7 +84,7 @@ def ls(config: Path | None = ConfigOption, db: str | None = DbOption,
     tiers = Tiers(_cfg(config, db))
     r = Restorer(tiers)
     notes: list[str] = []
-    rows = _rows(tiers, r, notes)
+    rows = listing_rows(tiers, r, notes)
     if json_out:
         emit_json({"checkpoints": rows, "unreachable": r.unreachable,
                    "damaged": r.bad_manifests, "notes": notes})
@@ -166,10 +118,10 @@ def show(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
     ckpt_id = r.resolve_id(ckpt_id)
     m, src, _ = r.manifest(ckpt_id)
     notes: list[str] = []
-    cat = _catalog(tiers, ckpt_id, notes)
+    cat = catalog_of(tiers, ckpt_id, notes)
     out = {"id": m.id, "step": m.step, "hash": m.hash, "algo": m.algo, "version": m.version,
            "manifest_from": src, "states": cat.get("states") or m.states,
-           "errors": cat.get("errors", {}), "tiers": _presence(tiers, r, ckpt_id),
+           "errors": cat.get("errors", {}), "tiers": tier_presence(tiers, r, ckpt_id),
            "items": [{"name": i.name, "size": i.size, "chunks": len(i.chunks), "hash": i.hash}
                      for i in m.items],
            "unreachable": r.unreachable, "damaged": r.bad_manifests.get(ckpt_id, {}),

@@ -18,10 +18,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from rackscale.checkpoint import Restorer, Tiers, load_config
-from rackscale.checkpoint.manifest import CkptState
-from rackscale.cli.checkpoint import _rows as checkpoint_rows  # the one listing rule (ls)
-from rackscale.recovery.events import INCIDENT
+from rackscale.checkpoint import CkptState, Restorer, Tiers, load_config
+from rackscale.checkpoint import listing_rows as checkpoint_rows  # the one rule (`ls`)
+from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.server.api import ERRORS, LimitQ, OffsetQ, Page, page, snapshot
 from rackscale.server.snapshot import Snapshot
 from rackscale.store import Store
