@@ -178,12 +178,16 @@ def test_a_damaged_local_manifest_is_set_aside_and_served_from_the_region(
         res = {x["tier"]: x["status"] for x in json.loads(r.stdout)}
         assert r.exit_code == 1 and res == {"local": "bad-manifest", "us-east": "ok",
                                             "us-west": "ok"}, (kind, res)
+        qdir = tiers.root / "quarantine"
+        before = set(qdir.iterdir()) if qdir.exists() else set()
         r = _cli("restore", CK, "--config", str(path))
         assert r.exit_code == 0, (kind, r.output)
         assert "set aside" in r.output and "damaged manifest skipped" in r.output, kind
-        quarantined = sorted((tiers.root / "quarantine").iterdir())
+        quarantined = sorted(qdir.iterdir())
         assert len(quarantined) == n + 1, kind
-        assert (quarantined[-1] / "manifest.json").read_bytes() == _damage(kind, good, other)
+        # names within one second differ only by a random suffix: take the new one, not the last
+        (new,) = set(quarantined) - before
+        assert (new / "manifest.json").read_bytes() == _damage(kind, good, other)
         # The cache holds the region's manifest again, and the data verifies.
         assert tiers.local.get(local_key) != _damage(kind, good, other)
         assert Restorer(tiers).verify(CK, tiers.local)["ok"], kind

@@ -213,10 +213,22 @@ def _nvlink_on(st: RunState) -> None:
     expected = st.expected(groups, nvlink=True)
     off = st.expected(groups, nvlink=False)
     j, _ = st.judge_groups("nvlink_allreduce", groups, learn=False)
+    medians = np.nan_to_num(j.median).astype(float)
+    # the probe's own margin where it is wider (noisy real hardware), else the tolerance
+    lines = np.minimum(HIER_TOLERANCE, j.fail_line.astype(float)) * expected
+    first = [i for i in range(len(groups)) if medians[i] < lines[i]]
+    confirmed = set()
+    if first:
+        # As for the spine rings: every narrower ring passed, so a short multi-rack group names
+        # no part; only a shortfall seen in two samples is reported (a shared host's stall
+        # rarely hits the same many-rank group twice; a real fault does).
+        st.note(4, f"{len(first)} NVLink-on groups short; measuring them again")
+        again, _ = st.judge_groups("nvlink_allreduce", [groups[i] for i in first], learn=False)
+        confirmed = {i for k, i in enumerate(first)
+                     if float(np.nan_to_num(again.median[k])) < lines[i]}
     for i, g in enumerate(groups):
-        got = float(np.nan_to_num(j.median[i]))
-        # the probe's own margin where it is wider (noisy real hardware), else the tolerance
-        short = got < min(HIER_TOLERANCE, float(j.fail_line[i])) * expected[i]
+        got = float(medians[i])
+        short = i in confirmed
         scope = st.scope_of(g)
         st.fabric.append({
             "scope": "fleet" if scope == topo.spec.name else scope,
