@@ -47,6 +47,14 @@ class Suspect:
     trail: list[dict[str, object]] = field(default_factory=list)
 
 
+def not_reproduced(sp: Suspect) -> bool:
+    """An unresolved suspect whose every retest passed: the group's shortfall did not show
+    again (a stall of a shared host, not a part). A fault that persists or flaps on the
+    scale of a test fails a retest too; only a shortfall seen twice is reported."""
+    return sp.kind == "unresolved" and len(sp.trail) > 1 and not any(
+        bool(step.get("fail")) for step in sp.trail[1:])
+
+
 def _step(members: np.ndarray, out: Outcome) -> dict[str, object]:
     return {"gpus": len(members), "rel": round(out.rel, 4), "fail": out.fail}
 
