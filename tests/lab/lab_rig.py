@@ -46,6 +46,17 @@ def host_snapshot() -> dict[str, set[str]]:
     }
 
 
+def left_behind(before: dict[str, set[str]], after: dict[str, set[str]],
+                lab_id: str) -> dict[str, set[str]]:
+    """What a lab left on the host: any host link or address it added, and its own
+    namespaces and cgroups (by its id: other labs on a shared machine come and go)."""
+    mine = (f"rsl-{lab_id}-", f"rackscale-lab-{lab_id}")
+    out = {k: after[k] - before[k] for k in ("links", "addrs")}
+    out |= {k: {x for x in after[k] - before[k] if any(m in x for m in mine)}
+            for k in ("netns", "cgroups")}
+    return {k: v for k, v in out.items() if v}
+
+
 def cli(*args: str, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
     env = os.environ | {"PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, "-m", "rackscale", *args], capture_output=True,

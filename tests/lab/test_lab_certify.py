@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lab_rig import FLEET, cli, host_snapshot, lab_unavailable, torch_missing
+from lab_rig import FLEET, cli, host_snapshot, lab_unavailable, left_behind, torch_missing
 
 from rackscale import lab
 from rackscale.certify import Ladder, LadderConfig
@@ -25,25 +25,17 @@ SEED = int(os.environ.get("RACKSCALE_LAB_SEED", random.randrange(1 << 16)))
 REPEATS = 3
 
 
-KNOWN_SPINE_SHORTFALL = (
-    "open: in one run on a quiet host the NVLink-off spine-level rings measured about 0.5 of "
-    "their expectation in both samples (an extra 'lab' unlocalized finding) while they passed "
-    "in full-suite runs under load; the cause (lab shaping vs the expectation) is not found, "
-    "so the exact-findings cases do not gate CI until it is")
-pytestmark.append(pytest.mark.xfail(strict=False, reason=KNOWN_SPINE_SHORTFALL))
-
-
 @pytest.fixture(scope="module")
 def labenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Topology, Path]]:
     before = host_snapshot()
     sd = tmp_path_factory.mktemp("lab") / "state"
     topo = Topology.build(load_fleet(FLEET))
-    lab.up(topo, sd, fleet_file=FLEET)
+    st = lab.up(topo, sd, fleet_file=FLEET)
     try:
         yield topo, sd
     finally:
         lab.down(sd)
-        assert host_snapshot() == before
+        assert left_behind(before, host_snapshot(), st.plan.lab_id) == {}
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lab_rig import FLEET, host_snapshot, lab_unavailable, torch_missing
+from lab_rig import FLEET, host_snapshot, lab_unavailable, left_behind, torch_missing
 from lc_slurm_cluster import available, slurm_cluster
 
 from rackscale import lab
@@ -25,20 +25,13 @@ _why = lab_unavailable() or torch_missing() or available()
 pytestmark = [pytest.mark.skipif(_why is not None, reason=str(_why)), pytest.mark.slow]
 
 
-KNOWN_SPINE_SHORTFALL = (
-    "open: in one run on a quiet host the NVLink-off spine-level rings measured about 0.5 of "
-    "their expectation in both samples (an extra 'lab' unlocalized finding) while they passed "
-    "in full-suite runs under load; the cause (lab shaping vs the expectation) is not found, "
-    "so the exact-findings cases do not gate CI until it is")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Topology, Path, Path]]:
     before = host_snapshot()
     topo = Topology.build(load_fleet(FLEET))
     trays = sorted({topo.ids[int(t)] for t in topo.gpu_tray})
     sd = tmp_path_factory.mktemp("lab") / "state"
-    lab.up(topo, sd, fleet_file=FLEET)
+    st = lab.up(topo, sd, fleet_file=FLEET)
     try:
         with slurm_cluster(tmp_path_factory.mktemp("slurm"),
                            [slurm_node_name(t) for t in trays], cpus=2) as conf:
@@ -53,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Topology
                     os.environ["SLURM_CONF"] = old
     finally:
         lab.down(sd)
-        assert host_snapshot() == before
+        assert left_behind(before, host_snapshot(), st.plan.lab_id) == {}
 
 
 def _run(topo: Topology, sd: Path) -> list[tuple[str, str, str]]:
@@ -76,7 +69,6 @@ def _run(topo: Topology, sd: Path) -> list[tuple[str, str, str]]:
     return sorted((f.component, f.kind, str(f.evidence.get("error", ""))) for f in run.findings)
 
 
-@pytest.mark.xfail(strict=False, reason=KNOWN_SPINE_SHORTFALL)
 def test_bad_cable_found_through_slurm(cluster: tuple[Topology, Path, Path]) -> None:
     topo, sd, _conf = cluster
     lab.inject(sd, [Fault(target="lab/r02/c02/nic1", kind="bad_cable", severity=0.3)])
@@ -86,11 +78,6 @@ def test_bad_cable_found_through_slurm(cluster: tuple[Topology, Path, Path]) -> 
         lab.clear(sd)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "intermittent under load: with one tray drained, a stage-2 tray shortfall elsewhere can "
-    "reach the per-switch-tray check, which the lab cannot answer (probe_error: no NVSwitch "
-    "fabric telemetry), or a leaf ring holding no measurement ends unlocalized; the Slurm "
-    "reason and the two gpu_dead findings are always there"))
 def test_a_rank_slurm_cannot_start_is_a_fail_with_the_slurm_reason(
         cluster: tuple[Topology, Path, Path]) -> None:
     topo, sd, conf = cluster

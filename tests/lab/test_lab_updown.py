@@ -42,6 +42,15 @@ def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
         qd = subprocess.run(["tc", "-n", plan["fabric_ns"], "qdisc", "show", "dev",
                              r0["so_port"]], capture_output=True, text=True, check=True).stdout
         assert "tbf" in qd and "200Mbit" in qd
+        # every bucket holds 10 ms of its rate: a qdisc timer that fires late (an idle vCPU
+        # woken by the hypervisor) loses no link time; 1 ms buckets lost up to half a ring's
+        qdiscs = json.loads(subprocess.run(["tc", "-j", "-n", plan["fabric_ns"], "qdisc",
+                                            "show"], capture_output=True, text=True,
+                                           check=True).stdout)
+        tbfs = [q["options"] for q in qdiscs if q["kind"] == "tbf"]
+        assert len(tbfs) == 2 * len(plan["ranks"]) + 2 * sum(
+            1 for b in plan["bridges"] if b["uplink"])
+        assert all(o["burst"] >= 0.010 * o["rate"] for o in tbfs), tbfs
         master = subprocess.run(["ip", "-n", plan["fabric_ns"], "-o", "link", "show",
                                  r0["so_port"]], capture_output=True, text=True).stdout
         assert "master L0" in master  # r01/c01/gpu0's NIC sits on leaf-rail0-0
