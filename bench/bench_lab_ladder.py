@@ -12,7 +12,10 @@
 3. Healthy lab: measured busbw of the NVLink-domain ring (one rack, NVLink), a leaf ring and a
    spine ring (NVLink off) against the lab's shaped nominal rate (goal: within 10%).
 
-    PYTHONPATH=src python bench/bench_lab_ladder.py [--quick] [--json OUT]
+    PYTHONPATH=src python bench/bench_lab_ladder.py [--quick] [--racks N] [--json OUT]
+
+`--racks N` builds the lab of N lab-mini racks (4 ranks each; default 2, the shipped lab) for
+parts 1 and 3: the wall-time ratio grows with the rank count, as the test counts do.
 
 Without root or torch the lab parts print a skip line (the twin part still runs).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -120,10 +124,11 @@ def stage_busbw(topo: Topology, runner: LocalRunner, plan: lab.LabPlan, reps: in
     return out
 
 
-def bench_lab(quick: bool, seed: int) -> dict:
-    fleet = lab.default_fleet_path()
-    topo = Topology.build(load_fleet(fleet))
+def bench_lab(quick: bool, seed: int, racks: int = 2) -> dict:
+    fleet = lab.default_fleet_path() if racks == 2 else None
+    topo = Topology.build(load_fleet(fleet) if fleet else lab_fleet(racks))
     sd = Path(tempfile.mkdtemp(prefix="rackscale-bench-lab-")) / "state"
+    load0 = os.getloadavg()[0]
     st = lab.up(topo, sd, fleet_file=fleet)
     try:
         domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
@@ -145,10 +150,12 @@ def bench_lab(quick: bool, seed: int) -> dict:
     finally:
         lab.down(sd)
     expect = [(nic, "bad_cable")]
-    return {"gpus": len(topo.gpu_ids), "fault": expect[0], "ladder": ladder, "all_pairs": pairs,
+    return {"gpus": len(topo.gpu_ids), "racks": racks, "fault": expect[0], "ladder": ladder,
+            "all_pairs": pairs,
             "same_answer": ladder["named"] == pairs["named"] == expect,
             "wall_ratio": pairs["wall_s"] / ladder["wall_s"],
             "test_ratio": pairs["tests"] / max(ladder["tests"], 1), "busbw": busbw,
+            "load_avg_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "measured": True}
 
 
@@ -198,7 +205,8 @@ def report(res: dict) -> bool:
         return ok
     lad, ap = labres["ladder"], labres["all_pairs"]
     print(f"lab (measured, {labres['gpus']} CPU ranks, LocalRunner, {REPEATS} repeats, "
-          f"{MESSAGE >> 20} MiB), bad_cable at {labres['fault'][0]}:")
+          f"{MESSAGE >> 20} MiB, load average {labres['load_avg_1min'][0]:.1f} at start, "
+          f"{labres['load_avg_1min'][1]:.1f} at end), bad_cable at {labres['fault'][0]}:")
     print(f"  ladder (scale-out stage): {lad['tests']} collective tests, {lad['wall_s']:.1f} s"
           f" wall, named {lad['named']}")
     print(f"  all-pairs sweep:          {ap['tests']} collective tests, {ap['wall_s']:.1f} s "
@@ -220,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="CI smoke: fewer fleets and runs")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--seed", type=int, default=None, help="where the fault goes (random)")
+    ap.add_argument("--racks", type=int, default=2, choices=range(2, 17), metavar="N",
+                    help="lab-mini racks of the measured lab (4 ranks each; default 2)")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.randrange(1 << 16)
     fleets = [lab_fleet(r) for r in (2, 4, 8, 16)] + [seed_fleet()] + [
@@ -229,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         res["lab_skipped"] = why
     else:
-        res["lab"] = bench_lab(a.quick, seed)
+        res["lab"] = bench_lab(a.quick, seed, a.racks)
     ok = report(res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str), encoding="utf-8")
