@@ -47,13 +47,14 @@ def host_snapshot() -> dict[str, set[str]]:
 
 
 def left_behind(before: dict[str, set[str]], after: dict[str, set[str]],
-                lab_id: str) -> dict[str, set[str]]:
-    """What a lab left on the host: any host link or address it added, and its own
-    namespaces and cgroups (by its id: other labs on a shared machine come and go)."""
-    mine = (f"rsl-{lab_id}-", f"rackscale-lab-{lab_id}")
-    out = {k: after[k] - before[k] for k in ("links", "addrs")}
-    out |= {k: {x for x in after[k] - before[k] if any(m in x for m in mine)}
-            for k in ("netns", "cgroups")}
+                lab_id: str | None) -> dict[str, set[str]]:
+    """What changed on the host between two snapshots, other labs' namespaces and cgroups
+    left out (on a shared machine other labs come and go; in CI none runs beside): {} when a
+    lab `lab_id` left nothing behind and removed nothing it did not create."""
+    def other_lab(x: str) -> bool:
+        return (("rsl-" in x and f"rsl-{lab_id}-" not in x)
+                or ("rackscale-lab-" in x and f"rackscale-lab-{lab_id}" not in x))
+    out = {k: {x for x in after[k] ^ before[k] if not other_lab(x)} for k in after}
     return {k: v for k, v in out.items() if v}
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lab_rig import FLEET, ROOT, cli, host_snapshot, lab_unavailable
+from lab_rig import FLEET, ROOT, cli, host_snapshot, lab_unavailable, left_behind
 
 pytestmark = pytest.mark.skipif(lab_unavailable() is not None, reason=str(lab_unavailable()))
 
@@ -31,7 +31,9 @@ def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
         plan = st["plan"]
         assert st["status"] == "up"
         now = host_snapshot()
-        created = now["netns"] - before["netns"]
+        lab_id = plan["lab_id"]
+        # what this lab created: every change on the host but other labs' (a shared machine)
+        created = left_behind(before, now, lab_id).get("netns", set())
         assert created == {plan["fabric_ns"], *(r["netns"] for r in plan["ranks"])}
         # the host's own network namespace gained no link and no address
         assert now["links"] == before["links"] and now["addrs"] == before["addrs"]
@@ -62,13 +64,13 @@ def test_up_builds_the_plan_and_down_leaves_nothing(tmp_path: Path) -> None:
         inner = subprocess.run(["ip", "-n", r0["netns"], "-o", "link", "show", "so0"],
                                capture_output=True, text=True, check=True).stdout
         assert "mtu 9000" in inner
-        assert len(now["cgroups"] - before["cgroups"]) >= 1
+        assert left_behind(before, now, lab_id).get("cgroups")
         again = cli("lab", "up", "--lab", str(sd))
         assert again.returncode == 2 and "already recorded" in again.stderr
     finally:
         d = cli("lab", "down", "--lab", str(sd), "--json")
     assert d.returncode == 0, d.stderr
-    assert host_snapshot() == before
+    assert left_behind(before, host_snapshot(), lab_id) == {}
     assert not (sd / "lab-state.json").exists()
     second = cli("lab", "down", "--lab", str(sd), "--json")  # idempotent
     assert second.returncode == 0 and json.loads(second.stdout)["removed"] == []
@@ -85,20 +87,21 @@ def test_kill_9_of_lab_up_midway_then_down_leaves_nothing(tmp_path: Path) -> Non
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # kill it once something is recorded (the state file is whole at every moment)
         deadline = time.monotonic() + 60
-        status = None
+        status, lab_id = None, None
         while time.monotonic() < deadline and proc.poll() is None:
             f = sd / "lab-state.json"
             if f.exists():
                 st = json.loads(f.read_text())
                 if len(st["resources"]) >= 2 + attempt * 6:
                     os.kill(proc.pid, signal.SIGKILL)
-                    status = st["status"]
+                    status, lab_id = st["status"], st["plan"]["lab_id"]
                     break
             time.sleep(0.001)
         proc.wait(timeout=30)
         d = cli("lab", "down", "--lab", str(sd))
         assert d.returncode == 0, d.stderr
-        assert host_snapshot() == before, f"left behind after kill at attempt {attempt}"
+        assert left_behind(before, host_snapshot(), lab_id) == {}, \
+            f"left behind after kill at attempt {attempt}"
         if status == "building" and proc.returncode == -signal.SIGKILL:
             caught = attempt
             break

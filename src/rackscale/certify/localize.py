@@ -49,8 +49,8 @@ class Suspect:
 
 def not_reproduced(sp: Suspect) -> bool:
     """An unresolved suspect whose every retest passed: the group's shortfall did not show
-    again (a stall of a shared host, not a part). A fault that persists or flaps on the
-    scale of a test fails a retest too; only a shortfall seen twice is reported."""
+    again. The ladder tests such a group once more before it calls it a stall of a shared
+    host (`RunState.cleared`): only a shortfall seen twice is reported."""
     return sp.kind == "unresolved" and len(sp.trail) > 1 and not any(
         bool(step.get("fail")) for step in sp.trail[1:])
 

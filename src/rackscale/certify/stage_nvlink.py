@@ -12,7 +12,7 @@ import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.findings import Finding
-from rackscale.certify.localize import Outcome, bisect, not_reproduced
+from rackscale.certify.localize import Outcome, bisect
 from rackscale.certify.measure import Scope
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import Baseline, judge
@@ -57,20 +57,20 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
 def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int | None]],
                       stage: int) -> tuple[list[int], list[np.ndarray]]:
     """Bisect failing NVLink groups; returns the domains left to check plane by plane and
-    the groups whose shortfall no retest reproduced (they pass: see `not_reproduced`)."""
+    the groups whose shortfall no retest reproduced (they pass: `RunState.cleared`)."""
     suspects, _ = bisect(failing, st.tester("nvlink_allreduce"))
-    domains, cleared = [], []
+    passed = st.cleared("nvlink_allreduce", suspects)
+    if passed:
+        st.note(stage, f"{len(passed)} short groups passed every retest")
+    domains = []
     for sp in suspects:
         g = int(sp.members[0])
         if sp.kind == "member":
             st.finding_outcome(st.topo.gpu_ids[g], NVLINK_PORT_DOWN, stage, sp.outcome,
                                {"fabric": "nvlink", "trail": sp.trail})
-        elif not_reproduced(sp):
-            st.note(stage, f"a short group of {len(sp.members)} GPUs passed every retest")
-            cleared.append(sp.members)
-        else:
+        elif not any(sp is c for c in passed):
             domains.append(int(st.topo.gpu_domain[g]))
-    return domains, cleared
+    return domains, [sp.members for sp in passed]
 
 
 def run_stage_tray(st: RunState) -> None:

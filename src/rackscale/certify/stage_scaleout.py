@@ -18,7 +18,7 @@ import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.findings import Finding
-from rackscale.certify.localize import Suspect, bisect, not_reproduced
+from rackscale.certify.localize import Suspect, bisect
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import FAIL, Judgement
 from rackscale.provenance import Provenance
@@ -60,8 +60,9 @@ def run_stage_multirack(st: RunState) -> None:
         suspects, _ = bisect(failing, st.tester("scaleout_allreduce"))
         ring_of = {int(k): i for i, k in enumerate(keys)}
         # a leaf ring whose every retest passed was a stall of a shared host, not a part
+        passed = st.cleared("scaleout_allreduce", suspects)
         failed_gpus = [_blame(st, sp, groups, ring_of, j, on_rel) for sp in suspects
-                       if not not_reproduced(sp)]
+                       if not any(sp is c for c in passed)]
         if failed_gpus:
             st.ok[np.concatenate(failed_gpus)] = False
         _lone_gpus(st, lone, good, {int(topo.gpu_leaf[groups[i][0]]) for i in

@@ -11,7 +11,7 @@ import numpy as np
 from rackscale.certify import expect
 from rackscale.certify.campaign import Campaign, ProbeFailed, Sampled
 from rackscale.certify.findings import Finding
-from rackscale.certify.localize import Outcome, Tester
+from rackscale.certify.localize import Outcome, Suspect, Tester, not_reproduced
 from rackscale.certify.measure import Backend, Groups, Scope
 from rackscale.certify.probes import PROBES, ProbeRegistry
 from rackscale.certify.verdict import THRESHOLDS, Judgement, Thresholds, judge, repeat_median
@@ -180,6 +180,16 @@ class RunState:
         bl = expect.expected(self.model, self.learned, g.flat, g.offsets,
                              nvlink=fabric == "nvlink", spec_eff=expect.SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, self.config.thresholds[probe]), s
+
+    def cleared(self, probe: str, suspects: list[Suspect]) -> list[Suspect]:
+        """Of `suspects`, those whose shortfall neither the bisection's retests nor one more
+        test of the whole group reproduced: a stall of a shared host, not a part (a fault
+        that persists shows again; one that flaps gets a second chance to)."""
+        quiet = [sp for sp in suspects if not_reproduced(sp)]
+        if not quiet:
+            return []
+        again, _ = self.judge_groups(probe, [sp.members for sp in quiet], learn=False)
+        return [sp for k, sp in enumerate(quiet) if not again.failed[k]]
 
     def tester(self, probe: str) -> Tester:
         def test(groups: list[np.ndarray]) -> list[Outcome]:
