@@ -12,7 +12,7 @@ from rackscale.checkpoint.config import (
     load_config,
     parse_config,
 )
-from rackscale.checkpoint.demo import demo_checkpoint
+from rackscale.checkpoint.demo import DemoCheckpoint, demo_checkpoint
 from rackscale.checkpoint.errors import (
     AlreadyCommitted,
     AlreadyExists,
@@ -50,6 +50,7 @@ __all__ = [
     "CheckpointManager",
     "CkptState",
     "ConfigError",
+    "DemoCheckpoint",
     "GcReport",
     "IntegrityError",
     "LocalDirStore",

@@ -1,10 +1,12 @@
 """Fleet simulator: goodput and ETTR of synchronous training jobs under failures (simulated).
 
-`run(config, fleet)` and `sweep(...)` return plain dicts that say `simulated: true`. The model
+`run(config, fleet)` returns a typed `SimResult` (fields in `rackscale.simresult`) and
+`sweep(...)` a dict of such results per value; both say `simulated: true`. The model
 is in `engine` (vectorised across Monte Carlo trials) and, written plainly for comparison, in
 `simpy_ref`. Failure models (Llama 3 Table 5, Meta RSC) are in `models`.
 """
 
+from rackscale.simresult import Goodput, MeanCI, SimResult
 from rackscale.simulate.config import (
     FleetShape,
     Plan,
@@ -62,9 +64,12 @@ __all__ = [
     "Cause",
     "FailureModel",
     "FleetShape",
+    "Goodput",
+    "MeanCI",
     "Plan",
     "RecoveryFileError",
     "SimConfig",
+    "SimResult",
     "SimulateError",
     "StorageTimes",
     "Tallies",

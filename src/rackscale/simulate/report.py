@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rackscale.simresult import SimResult
 from rackscale.simulate.results import SIMULATED
 
 CSV_FIELDS = ("param", "value", "ettr_mean", "ettr_ci95", "goodput_scheduling",
@@ -20,17 +21,9 @@ CSV_FIELDS = ("param", "value", "ettr_mean", "ettr_ci95", "goodput_scheduling",
               "simulated")
 
 
-def payload(result: dict[str, Any]) -> dict[str, Any]:
-    """The `simulate.run` event payload of docs/contracts.md."""
-    keys = ("run_id", "job_gpus", "days", "trials", "seed", "failure_model",
-            "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
-            "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause",
-            "fleet_gpus", "pool", "pool_gpus")
-    # With --storage, the measured figures it used go with it (labelled measured).
-    extra = {"storage": result["storage"]} if result.get("storage") else {}
-    if result.get("recovery"):  # the restart cost it used, measured or assumed
-        extra["recovery"] = result["recovery"]
-    return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]} | extra
+def payload(result: SimResult) -> dict[str, Any]:
+    """The `simulate.run` event payload of docs/contracts.md: the whole typed result."""
+    return result.payload()
 
 
 _POINT_KEYS = ("value", "ettr", "goodput", "job_mttf_h", "young_min", "daly_min")

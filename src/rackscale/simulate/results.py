@@ -2,7 +2,8 @@
 
 Also the published analytic checks the simulator is compared with: Meta's E[ETTR]
 approximation, the exact renewal ETTR of the same memoryless model, and the Young/Daly
-checkpoint interval. Every result dict says `simulated: true`.
+checkpoint interval. A run's result is a typed `SimResult` (rackscale.simresult) that says
+`simulated: true`; a sweep is a dict of such results (as dicts) per value.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rackscale.simresult import SimResult
 from rackscale.simulate.config import (
     FleetShape,
     Plan,
@@ -59,7 +61,8 @@ def young_daly(mtbf_h: float, cost_h: float) -> dict[str, float]:
     return {"young_min": young * 60, "daly_min": (young - cost_h) * 60}
 
 
-def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
+def summarize(p: Plan, tl: Tallies, wall_s: float) -> SimResult:
+    """The figures of one run from its per-trial tallies (means over the trials, 95% CIs)."""
     c, h = p.config, p.horizon_h
     hold = h - tl.wait
     ettr = tl.work / h
@@ -80,7 +83,7 @@ def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
             "waiting for repair or spare": tl.wait, "checkpoint writes": tl.checkpoint,
             "straggler slowdown": tl.useful_wall - tl.work}
     mtbf = 1 / (p.fail_rate_h + p.slow_rate_h) if p.fail_rate_h + p.slow_rate_h > 0 else math.inf
-    return {
+    return SimResult.model_validate({
         "simulated": True,
         "note": SIMULATED,
         "run_id": f"sim-{uuid.uuid4().hex[:12]}",
@@ -119,11 +122,13 @@ def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
         **young_daly(mtbf, p.w_h),
         "engine_steps": tl.steps,
         "wall_s": wall_s,
-    }
+    })
 
 
 def run(config: SimConfig, fleet: FleetShape,
-        progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[float], None] | None = None) -> SimResult:
+    """Simulate one policy on one fleet: the typed result (`SimResult.payload()` is what a
+    `simulate.run` event stores)."""
     p = plan(config, fleet)
     t0 = time.perf_counter()
     tl = simulate(p, progress)
@@ -158,7 +163,7 @@ def sweep(config: SimConfig, fleet: FleetShape, param: str, values: list[float],
     for n, (v, p) in enumerate(zip(values, plans, strict=True)):
         t0 = time.perf_counter()
         tl = simulate(p, None if progress is None else (lambda f, n=n: progress(n, f)))
-        points.append({"value": v} | summarize(p, tl, time.perf_counter() - t0))
+        points.append({"value": v} | summarize(p, tl, time.perf_counter() - t0).as_dict())
     means = np.array([pt["ettr"]["mean"] for pt in points])
     best = int(np.argmax(means))
     out: dict[str, Any] = {

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rackscale.errors import UserError
 from rackscale.incidents import RECOVERY_INCIDENT
 from rackscale.registry import Registry, UnknownName
+from rackscale.simresult import Goodput, MeanCI, SimRunRecord
 
 VERSION_KEY = "v"
 
@@ -291,49 +292,11 @@ class LifecycleNotedV1(Closed):
 
 
 # ---------------------------------------------------------------------------------- simulate
-class MeanCI(BaseModel):
-    """A mean and its 95% half-width (or an interval [low, high])."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    mean: float
-    ci95: float | list[float] | None = None
-
-
-class Goodput(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-    scheduling: float | None = None
-    runtime: float | None = None
-    program: float | None = None
-    total: float
-
-
 @event_kind("simulate.run")
-class SimulateRunV1(Payload):
-    """A simulated job on a fleet (component_id: the fleet's name); hours are per trial."""
-
-    run_id: str
-    fleet: str
-    simulated: Literal[True]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
-    failure_model: str
-    ckpt_interval_min: float
-    ettr: MeanCI
-    goodput: Goodput
-    goodput_ci95: dict[str, float] | None = None
-    job_mttf_h: float | None = None
-    young_min: float | None = None
-    daly_min: float | None = None
-    interruptions_by_cause: dict[str, float] = {}
-    lost_hours_by_cause: dict[str, float] = {}
-    fleet_gpus: int | None = None
-    pool: str | None = None  # the rack template or GPU SKU the job ran on
-    pool_gpus: int | None = None
-    storage: dict[str, Any] | None = None  # the measured storage figures (--storage)
-    # The restart cost it used: measured (--recovery, --recovery-from-store) or assumed.
-    recovery: dict[str, Any] | None = None
+class SimulateRunV1(Payload, SimRunRecord):
+    """A simulated job on a fleet (component_id: the fleet's name); hours are per trial. Its
+    fields are `rackscale.simresult.SimRunRecord`'s; the simulator writes its whole
+    `SimResult`, which reads back from the payload with `SimResult.model_validate`."""
 
 
 class SweepPoint(BaseModel):
