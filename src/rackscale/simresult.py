@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Goodput", "MeanCI", "SimResult", "SimRunRecord"]
+__all__ = ["Goodput", "MeanCI", "SimResult", "SimRunRecord", "SimulatedJob", "YoungDaly"]
 
 
 class MeanCI(BaseModel):
@@ -40,18 +40,32 @@ class Goodput(BaseModel):
     total: float = Field(description="ETTR x MFU")
 
 
-class SimRunRecord(BaseModel):
-    """The fields of a `simulate.run` event (docs/contracts.md): every version-1 payload has
-    the required ones; the store's `SimulateRunV1` is this plus the event's version."""
+class SimulatedJob(BaseModel):
+    """The job a simulation ran, as every simulate.* event names it."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    run_id: str = Field(description="sim-<12 hex>: names this run in the report")
     fleet: str = Field(description="the fleet's name (the event's component)")
     simulated: Literal[True] = Field(description="always true: no figure here is measured")
     job_gpus: int = Field(description="GPUs the job asked for")
     days: float = Field(description="simulated wall-clock days per trial")
     trials: int = Field(description="Monte Carlo trials")
     seed: int = Field(description="random seed of the failures")
+
+
+class YoungDaly(BaseModel):
+    """The Young and Daly checkpoint intervals of a run's failure rate and checkpoint cost."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    young_min: float | None = Field(None, description="Young's checkpoint interval, minutes")
+    daly_min: float | None = Field(None, description="Daly's checkpoint interval, minutes")
+
+
+class SimRunRecord(YoungDaly, SimulatedJob):
+    """The fields of a `simulate.run` event (docs/contracts.md): every version-1 payload has
+    the required ones; the store's `SimulateRunV1` is this plus the event's version."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    run_id: str = Field(description="sim-<12 hex>: names this run in the report")
     failure_model: str = Field(description="failure model name (llama3, rsc-1, rsc-2, ...)")
     ckpt_interval_min: float = Field(description="checkpoint interval, minutes")
     ettr: MeanCI = Field(description="effective training time ratio: work / wall time")
@@ -59,8 +73,6 @@ class SimRunRecord(BaseModel):
     goodput_ci95: dict[str, float] | None = Field(
         None, description="95% half-width of each goodput factor")
     job_mttf_h: float | None = Field(None, description="wall hours per interruption")
-    young_min: float | None = Field(None, description="Young's checkpoint interval, minutes")
-    daly_min: float | None = Field(None, description="Daly's checkpoint interval, minutes")
     interruptions_by_cause: dict[str, float] = Field(
         {}, description="interruptions per trial by failure cause")
     lost_hours_by_cause: dict[str, float] = Field(

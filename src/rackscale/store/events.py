@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rackscale.errors import UserError
 from rackscale.incidents import RECOVERY_INCIDENT
 from rackscale.registry import Registry, UnknownName
-from rackscale.simresult import Goodput, MeanCI, SimRunRecord
+from rackscale.simresult import Goodput, MeanCI, SimRunRecord, SimulatedJob, YoungDaly
 
 VERSION_KEY = "v"
 
@@ -57,7 +57,7 @@ class Payload(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The payload as stored: plain JSON values, fields left unset omitted, `v` when the
         version is past 1."""
-        out = self.model_dump(mode="json", exclude_unset=True)
+        out = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
         if self.VERSION != 1:
             out[VERSION_KEY] = self.VERSION
         return out
@@ -178,12 +178,17 @@ Backend = Literal["twin", "real"]
 Stage = int | str  # 1 gpu, 2 tray, 3 domain, 4 multi-rack, or the stage's name
 
 
-@event_kind("certify.run")
-class CertifyRunV1(Payload):
-    """One certification run (component_id: the fleet's name). `findings` is a count."""
+class OfCertifyRun(BaseModel):
+    """The certification run an event comes from, and what it ran on."""
 
     run_id: str
     backend: Backend
+
+
+@event_kind("certify.run")
+class CertifyRunV1(Payload, OfCertifyRun):
+    """One certification run (component_id: the fleet's name). `findings` is a count."""
+
     seed: int | None = None
     faults_file: str | None = None
     stages: list[Stage] = []
@@ -211,7 +216,7 @@ FindingVerdict = Literal["fail", "warn", "pass"]
 
 
 @event_kind("certify.finding")
-class CertifyFindingV1(Payload):
+class CertifyFindingV1(Payload, OfCertifyRun):
     """A finding of a run (component_id: the faulty component, or the smallest scope holding
     an unlocalized group)."""
 
@@ -220,8 +225,6 @@ class CertifyFindingV1(Payload):
     stage: Stage
     evidence: dict[str, Any] = {}
     confidence: float = Field(ge=0, le=1)
-    run_id: str
-    backend: Backend
     verdict: FindingVerdict = "fail"
 
 
@@ -253,12 +256,6 @@ class LifecycleTransitionV1(Payload):
     evidence_seq: int | None = None  # the certify.result that opened certified/production
     finding_seq: int | None = None  # the certify.finding that sent it to triage
     backend: Backend | None = None  # the driver behind the move
-
-    def dump(self) -> dict[str, Any]:
-        out = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
-        if self.VERSION != 1:
-            out[VERSION_KEY] = self.VERSION
-        return out
 
 
 @event_kind("lifecycle.interlock")
@@ -299,59 +296,50 @@ class SimulateRunV1(Payload, SimRunRecord):
     `SimResult`, which reads back from the payload with `SimResult.model_validate`."""
 
 
-class SweepPoint(BaseModel):
+class SweepPoint(YoungDaly):
+    """One value of a sweep and the run's figures at it."""
+
     model_config = ConfigDict(extra="allow", frozen=True)
     value: float
     ettr: MeanCI
     goodput: Goodput | None = None
     job_mttf_h: float | None = None
-    young_min: float | None = None
-    daly_min: float | None = None
 
 
 @event_kind("simulate.sweep")
-class SimulateSweepV1(Payload):
+class SimulateSweepV1(Payload, SimulatedJob, YoungDaly):
     """One policy swept over values (component_id: the fleet's name)."""
 
-    fleet: str
-    simulated: Literal[True]
     param: str
     field: str
     values: list[float]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
     points: list[SweepPoint]
     optimum: dict[str, Any]
-    young_min: float | None = None
-    daly_min: float | None = None
 
 
 @event_kind("simulate.storage_whatif")
-class SimulateStorageWhatifV1(Payload):
+class SimulateStorageWhatifV1(Payload, SimulatedJob):
     """A storage what-if (component_id: the fleet's name): ETTR and lost GPU-hours per
     storage setup (local cache, replication) over checkpoint intervals."""
 
-    fleet: str
-    simulated: Literal[True]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
     failure_model: str
     setups: dict[str, Any]
     storage: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------- recovery
-@event_kind(RECOVERY_INCIDENT)
-class RecoveryIncidentV1(Payload):
-    """One fault of a supervised job, from detection to the first step after the restart
-    (component_id: the excluded GPU); every time is measured, in seconds."""
+class OfJob(BaseModel):
+    """The supervised job an event is about, and its attempt (1: the first launch)."""
 
     job: str
     attempt: int
+
+
+@event_kind(RECOVERY_INCIDENT)
+class RecoveryIncidentV1(Payload, OfJob):
+    """One fault of a supervised job, from detection to the first step after the restart
+    (component_id: the excluded GPU); every time is measured, in seconds."""
+
     symptom: Literal["fail_stop", "hang", "straggler"]
     rank: int
     component: str
@@ -364,13 +352,11 @@ class RecoveryIncidentV1(Payload):
 
 
 @event_kind("recovery.job")
-class RecoveryJobV1(Payload):
+class RecoveryJobV1(Payload, OfJob):
     """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
 
-    job: str
     status: Literal["started", "resumed", "finished", "failed"]
     gpus: int
-    attempt: int
     spares_left: int | None = None
     excluded: list[str] = []
     ckpt_id: str | None = None
