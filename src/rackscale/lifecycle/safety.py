@@ -10,7 +10,8 @@ them. `Controller` takes these from `SafetyResponses`; the writes they make (`_m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rackscale.lifecycle.drivers import CoolingDriver, PowerDriver
 from rackscale.lifecycle.interlocks import (
@@ -22,7 +23,7 @@ from rackscale.lifecycle.interlocks import (
     coolant_fault,
     leak_tier,
 )
-from rackscale.lifecycle.passes import Pass, RackPass, Row
+from rackscale.lifecycle.passes import RackPass
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
     POWERED_RACK_STATES,
@@ -33,8 +34,6 @@ from rackscale.lifecycle.states import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from rackscale.fleet import Rack
 
 R, T = RackState, TrayState
@@ -48,16 +47,15 @@ class SafetyResponses:
     policy: FaultPolicy
     racks: dict[str, Rack]
 
-    if TYPE_CHECKING:  # the controller's writes and power switching, used here
-        def _all_off(self, r: RackPass) -> None: ...
-        def _move(self, s: Session, cid: str, row: Row, to: str, reason: str, ps: Pass,
-                  **extra: Any) -> None: ...
-        def _fault(self, s: Session, cid: str, row: Row, since: float | None, tier: int,
-                   ps: Pass) -> None: ...
-        def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
-                       ps: Pass, **extra: Any) -> None: ...
-        def _try_production(self, s: Session, rid: str, row: Row, ps: Pass,
-                            why: str) -> None: ...
+    # The controller's writes and power switching, which these responses use (signatures in
+    # controller.py: `_all_off(r)`, `_move(s, cid, row, to, reason, ps, **extra)`,
+    # `_fault(s, cid, row, since, tier, ps)`, `_interlock(s, cid, rule, action, reason, ps,
+    # **extra)`, `_try_production(s, rid, row, ps, why)`).
+    _all_off: Callable[[RackPass], None]
+    _move: Callable[..., None]
+    _fault: Callable[..., None]
+    _interlock: Callable[..., None]
+    _try_production: Callable[..., None]
 
     def _leak(self, r: RackPass) -> bool:
         """Leak interlocks: a critical or severe leak isolates the rack (True: nothing else
