@@ -70,12 +70,13 @@ def test_simulated_optimal_interval_agrees_with_young_daly(hgx2200):
     # smooth enough to locate its peak.
     cfg = meta_config(30, ckpt_cost_s=300, trials=40, days=20)
     s = sweep(cfg, hgx2200, "ckpt-interval", [10, 15, 20, 25, 30, 40, 60])
-    best = s["optimum"]
-    assert 20 <= best["value"] <= 40
-    fitted = best["fitted_min"]
-    assert s["daly_min"] == pytest.approx(27.9, abs=0.1)
-    assert abs(fitted - s["daly_min"]) / s["daly_min"] < 0.15, (fitted, s["daly_min"])
-    assert s["daly_min"] * 0.9 <= fitted <= s["young_min"] * 1.1
+    best = s.optimum
+    assert 20 <= best.value <= 40
+    fitted = best.fitted_min
+    assert fitted is not None
+    assert s.daly_min == pytest.approx(27.9, abs=0.1)
+    assert abs(fitted - s.daly_min) / s.daly_min < 0.15, (fitted, s.daly_min)
+    assert s.daly_min * 0.9 <= fitted <= s.young_min * 1.1
 
 
 def test_llama3_setup_gives_table5_count_and_split(hgx2200):

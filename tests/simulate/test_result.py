@@ -13,8 +13,16 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from rackscale.cli import app
-from rackscale.simulate import FleetShape, SimResult, make_config, run
-from rackscale.store import InvalidPayload, SimulateRunV1, Store
+from rackscale.simulate import (
+    FleetShape,
+    SimResult,
+    SweepResult,
+    make_config,
+    run,
+    sweep,
+    sweep_payload,
+)
+from rackscale.store import InvalidPayload, SimulateRunV1, SimulateSweepV1, Store
 
 
 def _same(a: object, b: object) -> bool:
@@ -84,3 +92,31 @@ def test_json_output_has_the_result_fields(tmp_path) -> None:
     # Every field of the result (recovery: what the run used; storage only with --storage).
     assert set(out) == set(SimResult.model_fields) - {"storage"}
     assert out["simulated"] is True and out["recovery"]["basis"] == "assumed"
+
+
+def test_a_sweep_is_typed_and_its_event_fits_the_contract(seed504: FleetShape,
+                                                          tmp_path) -> None:
+    cfg = make_config(job_gpus=432, days=2, trials=3, seed=5)
+    s = sweep(cfg, seed504, "ckpt-interval", [10, 30, 90])
+    assert isinstance(s, SweepResult) and [p.value for p in s.points] == [10, 30, 90]
+    assert s.optimum.value in (10, 30, 90)
+    best = max(s.points, key=lambda p: p.ettr.mean)
+    assert (s.optimum.ettr, s.daly_min) == (best.ettr, best.daly_min)
+    out = s.as_dict()
+    assert set(out) == {"simulated", "note", "param", "field", "values", "points", "optimum",
+                        "young_min", "daly_min"}
+    assert ("fitted_min" in out["optimum"]) is (s.optimum.fitted_min is not None)
+    assert set(out["points"][0]) == set(SimResult.model_fields) - {"storage", "recovery"} | {
+        "value"}
+    store = Store(f"sqlite:///{tmp_path}/sweep.db")
+    try:
+        store.append_event("seed-504", "simulate.sweep", sweep_payload(
+            s, fleet="seed-504", job_gpus=432, days=2, trials=3, seed=5), reason="test")
+        (event,) = store.events(kind="simulate.sweep")
+    finally:
+        store.close()
+    stored = event.parsed()
+    assert isinstance(stored, SimulateSweepV1)
+    assert [p.ettr.mean for p in stored.points] == [p.ettr.mean for p in s.points]
+    with pytest.raises(ValidationError, match="optimum"):
+        SweepResult.model_validate(s.model_dump() | {"optimum": {"value": 10}})

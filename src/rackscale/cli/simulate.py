@@ -269,26 +269,25 @@ def sweep_cmd(
     csv_path, png_path = out / f"sweep-{param}.csv", out / f"sweep-{param}.png"
     write_csv(result, csv_path)
     write_png(result, png_path)
-    result |= {"csv": str(csv_path), "png": str(png_path)}
     if store is not None:
         store.append_event(shape.name, "simulate.sweep", sweep_payload(
             result, fleet=shape.name, job_gpus=cfg.job_gpus, days=cfg.days, trials=cfg.trials,
             seed=cfg.seed), actor="cli", reason="rackscale simulate sweep")
     if as_json:
-        emit_json(result)
+        emit_json(result.as_dict() | {"csv": str(csv_path), "png": str(png_path)})
         return
     t = Table(title=f"ETTR vs {param} ({SIMULATED})")
     for col in (param, "ETTR", "± 95% CI", "goodput", "MTTF h"):
         t.add_column(col, justify="right")
-    for pt in result["points"]:
-        t.add_row(f"{pt['value']:g}", f"{pt['ettr']['mean']:.4f}", f"{pt['ettr']['ci95']:.4f}",
-                  f"{pt['goodput']['total']:.4f}", f"{pt['job_mttf_h']:.2f}")
+    for pt in result.points:
+        t.add_row(f"{pt.value:g}", f"{pt.ettr.mean:.4f}", f"{pt.ettr.ci95:.4f}",
+                  f"{pt.goodput.total:.4f}", f"{pt.job_mttf_h:.2f}")
     console.print(t)
-    best = result["optimum"]
-    fitted = f" (parabola fit {best['fitted_min']:.1f})" if "fitted_min" in best else ""
-    console.print(f"optimum found: {param} = [bold]{best['value']:g}[/]{fitted}, ETTR "
-                  f"{best['ettr']['mean']:.4f}; Young/Daly interval: {result['young_min']:.1f} / "
-                  f"{result['daly_min']:.1f} min")
+    best = result.optimum
+    fitted = "" if best.fitted_min is None else f" (parabola fit {best.fitted_min:.1f})"
+    console.print(f"optimum found: {param} = [bold]{best.value:g}[/]{fitted}, ETTR "
+                  f"{best.ettr.mean:.4f}; Young/Daly interval: {result.young_min:.1f} / "
+                  f"{result.daly_min:.1f} min")
     console.print(f"wrote {csv_path} and {png_path}")
 
 
