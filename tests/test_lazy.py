@@ -49,3 +49,15 @@ def test_the_rooms_export_every_name_they_list(package: object) -> None:
         assert getattr(package, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         _ = package.Nope  # type: ignore[attr-defined]
+
+
+def test_a_rank_agent_imports_without_the_store_or_the_fleet_model() -> None:
+    """Why the rooms load lazily: the rank agent runs on a bare GPU machine (torch only)."""
+    import subprocess
+
+    code = ("import sys, rackscale.certify.runners.agent, rackscale.certify.runners.fabric_env;"
+            "print(sorted(m for m in ('sqlalchemy', 'pydantic', 'rackscale.fleet', "
+            "'rackscale.store') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
