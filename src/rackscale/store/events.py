@@ -328,18 +328,13 @@ class SimulateStorageWhatifV1(Payload, SimulatedJob):
 
 
 # ---------------------------------------------------------------------------------- recovery
-class OfJob(BaseModel):
-    """The supervised job an event is about, and its attempt (1: the first launch)."""
-
-    job: str
-    attempt: int
-
-
 @event_kind(RECOVERY_INCIDENT)
-class RecoveryIncidentV1(Payload, OfJob):
+class RecoveryIncidentV1(Payload):
     """One fault of a supervised job, from detection to the first step after the restart
     (component_id: the excluded GPU); every time is measured, in seconds."""
 
+    job: str
+    attempt: int
     symptom: Literal["fail_stop", "hang", "straggler"]
     rank: int
     component: str
@@ -352,11 +347,13 @@ class RecoveryIncidentV1(Payload, OfJob):
 
 
 @event_kind("recovery.job")
-class RecoveryJobV1(Payload, OfJob):
+class RecoveryJobV1(Payload):
     """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
 
+    job: str
     status: Literal["started", "resumed", "finished", "failed"]
     gpus: int
+    attempt: int
     spares_left: int | None = None
     excluded: list[str] = []
     ckpt_id: str | None = None
