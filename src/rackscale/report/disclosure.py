@@ -22,6 +22,16 @@ from rackscale.store import InvalidPayload, SimulateRunV1
 DISCLOSURE_VERSION = "rackscale.disclosure/1"
 
 
+def _simulation(sim: dict[str, Any]) -> SimulateRunV1 | None:
+    """The report's simulation section as its typed simulate.run; None when not run or not
+    applied (a payload that does not fit its contract: the report's warnings say which
+    field)."""
+    if sim["status"] != "ran":
+        return None
+    run = read_simulation(sim["payload"])
+    return None if isinstance(run, InvalidPayload) else run
+
+
 @cache
 def disclosure_schema() -> dict[str, Any]:
     text = resources.files("rackscale.report").joinpath("disclosure.schema.json").read_text()
@@ -103,16 +113,6 @@ _RECOVERY_TIMES = {"time_to_detect_s": "detect_s", "time_to_localize_s": "locali
                    "time_to_first_step_s": "first_step_s", "downtime_s": "downtime_s"}
 
 
-def _simulation(doc: dict[str, Any]) -> SimulateRunV1 | None:
-    """The report's simulate.run as its typed event; None when not run or not applied (a
-    payload that does not fit its contract: the report's warnings say which field)."""
-    sim = doc["simulation"]
-    if sim["status"] != "ran":
-        return None
-    run = read_simulation(sim["payload"])
-    return None if isinstance(run, InvalidPayload) else run
-
-
 def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
     """Measured incidents from report.json's recovery section (itself computed from the
     bundle's recovery.jsonl), beside the simulator's failure figures."""
@@ -123,9 +123,9 @@ def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
                  "work_lost_steps": r["work_lost_steps"],
                  "work_lost_s": r["badput_s"]["lost_work"],
                  "provenance": r["measured"]} for r in rows]
-    run = _simulation(doc)
+    sim = doc["simulation"]
     simulated = None
-    if run is not None:
+    if (run := _simulation(sim)) is not None:
         simulated = {"job_mttf_h": run.job_mttf_h,
                      "lost_hours_by_cause": run.lost_hours_by_cause,
                      "interruptions_by_cause": run.interruptions_by_cause,
@@ -138,8 +138,8 @@ def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _storage(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
     ckpt = extras.get("checkpoint.json")
-    run = _simulation(doc)
-    interval = None if run is None else run.ckpt_interval_min
+    sim = doc["simulation"]
+    interval = None if (run := _simulation(sim)) is None else run.ckpt_interval_min
     if not isinstance(ckpt, dict) or not ckpt.get("saves"):
         return {"status": "not_run", "tiers": [], "checkpoint_interval_min": interval}
     where = {"basis": "measured", "where": str(ckpt.get("where", "this host")),

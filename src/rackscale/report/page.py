@@ -9,6 +9,7 @@ from typing import Any
 
 from rackscale.provenance import Provenance
 from rackscale.report import fmt, plots
+from rackscale.report.ledger import failure_goodput
 from rackscale.report.page_changes import changes_section
 from rackscale.report.page_events import coverage, lifecycle
 from rackscale.report.page_fleet import (
@@ -21,7 +22,7 @@ from rackscale.report.page_fleet import (
     state_css,
 )
 from rackscale.report.recovery import render_recovery
-from rackscale.report.simulation import failure_goodput, read_simulation
+from rackscale.report.simulation import read_simulation
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 from rackscale.store import InvalidPayload
