@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rackscale import __version__
 from rackscale.server import errors, jobs, ops, pages
-from rackscale.server.api import router
+from rackscale.server.api import router, warm
 from rackscale.server.config import ServerConfig
 from rackscale.server.errors import error_response
 from rackscale.server.metrics import CONTENT_TYPE, make_registry, render
@@ -72,7 +72,7 @@ class BodyLimit:
 
 def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     store = store or Store(config.db)
-    cache = SnapshotCache(store)
+    cache = SnapshotCache(store, warm=warm)
     app = FastAPI(title="rackscale", version=__version__, openapi_url="/api/v1/openapi.json",
                   docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
                   description="Fleet state, certification findings and the usable-capacity "
