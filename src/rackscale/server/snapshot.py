@@ -4,16 +4,14 @@ The snapshot is the report's own read (report.collect + report.build_ledger, rea
 dashboard and the report can never disagree on a number. It is rebuilt only when the event log
 has moved (every state change appends an event). Requests never query the store for that: the
 newest event is looked up by a background thread at most every SEQ_CHECK_S, and a reader gets
-the snapshot in memory (with its responses serialized once, see `encoded`).
+the snapshot in memory, with its hot responses serialized once (`Snapshot.encoded`).
 
-A rebuild at 128k GPUs allocates millions of short-lived objects in one Python thread that
-shares the interpreter lock with the request threads. Two things would stall requests for
-hundreds of milliseconds each: the cyclic garbage collector walking the growing heap during
-the build, and the lock staying with the builder for the default 5 ms switch interval every
-time a request thread wants it back. So a build runs with the collector paused and a short
-switch interval (`_quiet_build`), and what it built is then frozen out of the collector's
-reach (`gc.freeze`): the snapshot is immutable and acyclic, and the request threads' small
-garbage is collected as before without re-walking it.
+A big build runs in a child process at lower priority (see `build`). Whatever is built or
+taken in here allocates many objects in one thread that shares the interpreter lock with the
+request threads, so it runs with the cyclic collector paused and a short switch interval
+(`_quiet_build`), and what it made is then frozen out of the collector's reach (`gc.freeze`):
+a snapshot is immutable and acyclic, and the request threads' small garbage is collected as
+before without re-walking it.
 """
 
 from __future__ import annotations
@@ -21,20 +19,23 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackscale.report import Ledger, StoreView, build_ledger, collect
+from rackscale.report import Ledger
+from rackscale.server.build import BuildError, Parts, build_in_child, build_parts
 from rackscale.store import Store
 
 log = logging.getLogger("rackscale.server")
-UNENROLLED = "unenrolled"  # a GPU whose tray has no lifecycle state yet
+# A build that took longer than this runs in a child process the next time (starting one costs
+# about a second: a small fleet builds faster in place).
+CHILD_AFTER_S = 1.0
 SEQ_CHECK_S = 0.1  # how often (at most) a reader's get() has the newest event looked up
 # While a snapshot builds, a request thread waits at most this long for the interpreter lock
 # (the default, 5 ms, is paid at every hand-over and adds up to tens of ms per request).
@@ -52,8 +53,8 @@ def dumps(obj: Any) -> bytes:
 class Snapshot:
     seq: int  # the newest event this snapshot has seen
     built_s: float
-    view: StoreView
-    ledger: Ledger
+    fleet: str
+    ledger: Ledger  # the report's ledger (its per-GPU rows left out)
     racks: list[dict[str, Any]]
     rack_index: dict[str, int]
     # (lifecycle state, region, sku) -> GPUs; a GPU's state is its tray's
@@ -61,6 +62,15 @@ class Snapshot:
     # Derived views (rack briefs, the summary) computed once per snapshot, not per request:
     # a 1,778-rack fleet is then a list slice per page.
     memo: dict[str, Any] = field(default_factory=dict)
+    bodies: dict[str, bytes] = field(default_factory=dict)  # see encoded()
+    built_pid: int = 0  # the process that built it (a child's for a big fleet)
+
+    @classmethod
+    def of(cls, parts: Parts) -> Snapshot:
+        racks = parts.ledger.racks
+        return cls(seq=parts.seq, built_s=parts.built_s, fleet=parts.fleet, ledger=parts.ledger,
+                   racks=racks, rack_index={r["id"]: i for i, r in enumerate(racks)},
+                   gpu_counts=parts.gpu_counts, built_pid=parts.pid)
 
     def derived(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
         if key not in self.memo:
@@ -72,17 +82,12 @@ class Snapshot:
         means a new snapshot, so a cached body can never outlive the state it shows). At most
         MAX_ENCODED keys are kept: past that (many distinct page parameters) it is built per
         request, as any other response."""
-        key = "json:" + key
-        body = self.memo.get(key)
+        body = self.bodies.get(key)
         if body is None:
             body = dumps(build(self))
-            if len(self.memo) < MAX_ENCODED:
-                self.memo[key] = body
-        return body  # type: ignore[no-any-return]
-
-    @property
-    def fleet(self) -> str:
-        return self.view.topo.spec.name
+            if len(self.bodies) < MAX_ENCODED:
+                self.bodies[key] = body
+        return body
 
     def rack(self, rack_id: str) -> dict[str, Any] | None:
         i = self.rack_index.get(rack_id)
@@ -90,19 +95,6 @@ class Snapshot:
 
     def gpu_total(self) -> int:
         return sum(self.gpu_counts.values())
-
-
-def _gpu_counts(view: StoreView) -> dict[tuple[str, str, str], int]:
-    topo = view.topo
-    tray_state: dict[int, str] = {}
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for g in range(len(topo.gpu_ids)):
-        tray = int(topo.gpu_tray[g])
-        if tray not in tray_state:
-            tray_state[tray] = view.state_of(topo.ids[tray]) or UNENROLLED
-        rack = topo.racks[int(topo.gpu_rack[g])]
-        counts[(tray_state[tray], rack.region, str(topo.gpu_sku[g]))] += 1
-    return dict(counts)
 
 
 _quiet_lock = threading.Lock()
@@ -137,13 +129,8 @@ def _quiet_build() -> Iterator[None]:
 
 
 def build_snapshot(store: Store, seq: int) -> Snapshot:
-    t0 = time.perf_counter()
-    view = collect(store)
-    ledger = build_ledger(view)
-    racks = ledger.racks
-    return Snapshot(seq=seq, built_s=time.perf_counter() - t0, view=view, ledger=ledger,
-                    racks=racks, rack_index={r["id"]: i for i, r in enumerate(racks)},
-                    gpu_counts=_gpu_counts(view))
+    """A snapshot built in this interpreter."""
+    return Snapshot.of(build_parts(store, seq))
 
 
 class SnapshotCache:
@@ -154,8 +141,10 @@ class SnapshotCache:
     `get(wait=True)` checks and builds in the caller: a mutation's own response, and the reads
     after it, then see its effect."""
 
-    def __init__(self, store: Store, warm: Callable[[Snapshot], None] | None = None) -> None:
+    def __init__(self, store: Store, warm: Callable[[Snapshot], None] | None = None, *,
+                 child_after_s: float = CHILD_AFTER_S) -> None:
         self.store = store
+        self.child_after_s = child_after_s
         self._warm = warm  # run on each new snapshot before readers get it
         self._lock = threading.Lock()
         self._snap: Snapshot | None = None
@@ -184,12 +173,28 @@ class SnapshotCache:
             self._checked = time.monotonic()
             seq = self.newest_seq()
             if self._snap is None or self._snap.seq < seq:
-                with _quiet_build():
-                    snap = build_snapshot(self.store, seq)
-                    if self._warm is not None:
-                        self._warm(snap)
-                self._snap = snap
+                self._snap = self._build(seq, self._snap)
             return self._snap
+
+    def _build(self, seq: int, last: Snapshot | None) -> Snapshot:
+        parts = None
+        if last is not None and last.built_s >= self.child_after_s and not self._in_memory():
+            try:
+                parts = build_in_child(self.store.url, seq)
+            except (BuildError, OSError, subprocess.TimeoutExpired) as err:
+                log.warning("building the snapshot in a child process failed (%s); building "
+                            "it in the server instead", err)
+        with _quiet_build():
+            snap = Snapshot.of(parts if parts is not None else build_parts(self.store, seq))
+            if self._warm is not None:
+                self._warm(snap)
+        return snap
+
+    def _in_memory(self) -> bool:
+        """An in-memory SQLite store cannot be opened by another process."""
+        url = self.store.url
+        return url.startswith("sqlite") and (url.rstrip("/") in ("sqlite:", "sqlite:/")
+                                             or ":memory:" in url or "mode=memory" in url)
 
     def _refresh_in_background(self) -> None:
         with self._flag:
