@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+
 from rackscale.lifecycle import transition
+from rackscale.server import ServerConfig, create_app
 from rackscale.store import Store
 
 from .conftest import DRAIN_API, copy_db, start_server, stop_server
@@ -44,3 +47,21 @@ def test_an_event_from_another_process_reaches_the_cached_responses(demo_db: Pat
     finally:
         stop_server(srv)
 
+
+
+def test_repeated_gets_are_answered_before_routing(demo_db: Path, tmp_path: Path) -> None:
+    """HotReads answers a GET a route already answered for this snapshot, byte for byte; other
+    parameters, and a request with a body, still go through the routes (and their checks)."""
+    store = Store(f"sqlite:///{copy_db(demo_db, tmp_path / 'h.db')}")
+    app = create_app(ServerConfig(db=store.url, port=0), store)
+    with TestClient(app) as client:
+        first = client.get("/api/v1/racks?limit=3")
+        snap = app.state.cache.peek()
+        assert snap is not None and snap.answered["/api/v1/racks?limit=3"] == first.content
+        again = client.get("/api/v1/racks?limit=3")
+        assert again.status_code == 200 and again.content == first.content
+        assert again.headers["content-type"] == "application/json"
+        assert client.get("/api/v1/racks?limit=0").status_code == 422  # not from the cache
+        big = client.request("GET", "/api/v1/racks?limit=3", content=b"x" * 20000)
+        assert big.status_code == 413  # a body still meets the body limit
+    store.close()

@@ -78,11 +78,18 @@ async def snapshot(request: Request) -> Snapshot:
     return snap
 
 
-def json_bytes(body: bytes) -> Response:
+def json_bytes(request: Request, snap: Snapshot, body: bytes) -> Response:
     """A response whose body was serialized once per snapshot (Snapshot.encoded). The route's
     response_model still documents it in the OpenAPI schema; FastAPI does not re-validate a
-    Response it is handed, which is the point (the body came from the same builders)."""
+    Response it is handed, which is the point (the body came from the same builders). The
+    exact request target is remembered, so the next identical GET on this snapshot is
+    answered before routing (app.HotReads)."""
+    snap.remember(raw_target(request.scope), body)
     return Response(body, media_type="application/json")
+
+
+def raw_target(scope: Any) -> str:
+    return f"{scope['path']}?{scope['query_string'].decode('latin-1')}"
 
 
 def check_id(cid: str) -> str:
@@ -131,8 +138,8 @@ def _briefs(snap: Snapshot) -> list[dict[str, Any]]:
 # bytes serialized once per snapshot, they never wait for a worker thread.
 @router.get("/summary", summary="Fleet summary: GPUs by lifecycle state, region and SKU",
             response_model=dict[str, Any])
-async def summary(snap: Snapshot = Depends(snapshot)) -> Response:
-    return json_bytes(snap.encoded("summary", _summary))
+async def summary(request: Request, snap: Snapshot = Depends(snapshot)) -> Response:
+    return json_bytes(request, snap, snap.encoded("summary", _summary))
 
 
 def _summary(snap: Snapshot) -> dict[str, Any]:
@@ -157,10 +164,10 @@ def _summary(snap: Snapshot) -> dict[str, Any]:
 
 @router.get("/racks", summary="Racks with state, findings and capacity (paged)",
             response_model=Page)
-async def racks(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ,
+async def racks(request: Request, snap: Snapshot = Depends(snapshot), offset: int = OffsetQ,
                 limit: int = LimitQ, region: str | None = Query(None, max_length=64),
                 state: str | None = Query(None, max_length=32)) -> Response:
-    return json_bytes(_racks_body(snap, offset, limit, region, state))
+    return json_bytes(request, snap, _racks_body(snap, offset, limit, region, state))
 
 
 def _racks_body(snap: Snapshot, offset: int, limit: int, region: str | None,
@@ -246,8 +253,8 @@ def ledger(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
 
 @router.get("/live", summary="Small change feed the dashboard polls",
             response_model=dict[str, Any])
-async def live(snap: Snapshot = Depends(snapshot)) -> Response:
-    return json_bytes(snap.encoded("live", _live))
+async def live(request: Request, snap: Snapshot = Depends(snapshot)) -> Response:
+    return json_bytes(request, snap, snap.encoded("live", _live))
 
 
 def warm(snap: Snapshot) -> None:

@@ -63,6 +63,8 @@ class Snapshot:
     # a 1,778-rack fleet is then a list slice per page.
     memo: dict[str, Any] = field(default_factory=dict)
     bodies: dict[str, bytes] = field(default_factory=dict)  # see encoded()
+    # Raw "path?query" of a GET a route answered 200 from `bodies` -> that body (app.HotReads)
+    answered: dict[str, bytes] = field(default_factory=dict)
     built_pid: int = 0  # the process that built it (a child's for a big fleet)
 
     @classmethod
@@ -88,6 +90,11 @@ class Snapshot:
             if len(self.bodies) < MAX_ENCODED:
                 self.bodies[key] = body
         return body
+
+    def remember(self, raw_target: str, body: bytes) -> None:
+        """Note that a route answered this exact request target with `body` (bounded)."""
+        if len(self.answered) < MAX_ENCODED:
+            self.answered[raw_target] = body
 
     def rack(self, rack_id: str) -> dict[str, Any] | None:
         i = self.rack_index.get(rack_id)
