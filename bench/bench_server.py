@@ -14,7 +14,8 @@ full (no coordinated omission). Timed:
 2. "steady": the load with the store unchanged;
 3. "rebuild": the same load while an event appended by another process (as a controller
    would) makes the server rebuild its snapshot in the background during the run;
-4. /metrics over HTTP, warm (median of 5).
+4. /metrics over HTTP: the first scrape of the snapshot (it renders it), then 5 repeats
+   (median; they get the body kept for that snapshot).
 Figures are measured on this machine; the load average during each run is printed with them.
 """
 
@@ -231,13 +232,13 @@ def main() -> int:
             rebuild = _load(base, rate, seconds, proc.pid, during=append_event)
             watcher[0].join(timeout=60)
             rebuild["new event visible after s"] = visible[0] if visible else None
-            warm = sorted(_get(base + "/metrics")[0] for _ in range(5))
-            metrics_bytes = len(_get(base + "/metrics")[1])
+            render_s, metrics_body = _get(base + "/metrics")  # renders this snapshot's
+            warm = sorted(_get(base + "/metrics")[0] for _ in range(5))  # the kept body
         finally:
             proc.terminate()
             proc.wait(timeout=30)
         store.close()
-    metrics_ms = round(warm[2] * 1000, 1)
+    metrics_ms = round(render_s * 1000, 1)
     result = {
         "racks": racks, "gpus": gpus, "setup_s": round(setup_s, 1),
         "first_request_s (snapshot build)": round(first_s, 2),
@@ -245,11 +246,13 @@ def main() -> int:
                 "latency from the scheduled send time, loopback",
         "steady": steady, "rebuild (an event appended 1 s in)": rebuild,
         "loadavg_1m at start": load0,
-        "metrics_http_ms warm median": metrics_ms, "metrics_bytes": metrics_bytes,
+        "metrics_http_ms first scrape of a snapshot (render)": metrics_ms,
+        "metrics_http_ms repeat scrape median": round(warm[2] * 1000, 1),
+        "metrics_bytes": len(metrics_body),
         "basis": "measured on this machine",
     }
     p99 = max(steady[p]["p99_ms"] for p in PATHS)
-    result["goals"] = {"steady p99 <= 50 ms": p99 <= 50, "metrics warm <= 200 ms":
+    result["goals"] = {"steady p99 <= 50 ms": p99 <= 50, "metrics render <= 200 ms":
                        metrics_ms <= 200}
     print(json.dumps(result, indent=2))
     # Like the other benchmarks: a missed goal is a non-zero exit (`make bench` names it);

@@ -10,6 +10,8 @@ from fastapi.testclient import TestClient
 
 from rackscale.lifecycle import transition
 from rackscale.server import ServerConfig, create_app
+from rackscale.server.metrics import Metrics
+from rackscale.server.snapshot import SnapshotCache
 from rackscale.store import Store
 
 from .conftest import DRAIN_API, copy_db, start_server, stop_server
@@ -64,4 +66,17 @@ def test_repeated_gets_are_answered_before_routing(demo_db: Path, tmp_path: Path
         assert client.get("/api/v1/racks?limit=0").status_code == 422  # not from the cache
         big = client.request("GET", "/api/v1/racks?limit=3", content=b"x" * 20000)
         assert big.status_code == 413  # a body still meets the body limit
+    store.close()
+
+
+def test_metrics_render_once_per_snapshot(demo_db: Path, tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{copy_db(demo_db, tmp_path / 'm.db')}")
+    cache = SnapshotCache(store)
+    metrics = Metrics(cache)
+    first = metrics.render()
+    assert metrics.render() is first  # nothing moved: the kept body, not a new render
+    seq = store.append_event(DRAIN_API, "lifecycle.noted", {"finding_seq": 1}, reason="t")
+    cache.get(wait=True)
+    after = metrics.render()
+    assert after is not first and f"rackscale_event_seq {float(seq)}".encode() in after
     store.close()

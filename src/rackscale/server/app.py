@@ -13,7 +13,7 @@ from rackscale.server import errors, jobs, ops, pages
 from rackscale.server.api import raw_target, router, warm
 from rackscale.server.config import ServerConfig
 from rackscale.server.errors import error_response
-from rackscale.server.metrics import CONTENT_TYPE, make_registry, render
+from rackscale.server.metrics import CONTENT_TYPE, Metrics
 from rackscale.server.snapshot import SnapshotCache
 from rackscale.store import Store
 
@@ -104,7 +104,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app.state.config, app.state.store, app.state.cache = config, store, cache
     app.state.checkpoints = ops.CheckpointSource(config.checkpoints)
     app.state.jobs = jobs.CertifyJobs(store)
-    registry = make_registry(cache, app.state.checkpoints)
+    metrics_source = Metrics(cache, app.state.checkpoints)
     errors.install(app)
     app.include_router(router)
     app.include_router(ops.router)
@@ -115,7 +115,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
-        return Response(render(registry), media_type=CONTENT_TYPE)
+        return Response(metrics_source.render(), media_type=CONTENT_TYPE)
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:
