@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import event
 
 from rackscale.server import api
+from rackscale.server import snapshot as snapshot_mod
 from rackscale.server.build import build_in_child, build_parts
 from rackscale.server.snapshot import (
     MAX_ENCODED,
@@ -166,3 +167,24 @@ def test_encoded_bodies_are_bounded_per_snapshot(demo_snapshot: Snapshot) -> Non
     assert len(demo_snapshot.bodies) == MAX_ENCODED
     # past the bound a page is still right, only not kept
     assert json.loads(api._racks_body(demo_snapshot, 3, 2, None, None))["offset"] == 3
+
+
+def test_the_background_worker_ends_when_idle_and_comes_back(demo_db: Path, tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    monkeypatch.setattr(snapshot_mod, "WORKER_IDLE_S", 0.2)
+    store = _store(demo_db, tmp_path)
+    cache = SnapshotCache(store)
+    first = cache.get()
+    time.sleep(SEQ_CHECK_S * 1.5)
+    cache.get()  # due for a check: the worker starts
+    assert cache._worker is not None
+    deadline = time.monotonic() + 10
+    while cache._worker is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cache._worker is None  # idle: the thread is gone
+    seq = store.append_event("us-east/r01", "lifecycle.noted", {"finding_seq": 1}, reason="t")
+    deadline = time.monotonic() + 60
+    while cache.get().seq != seq and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cache.get().seq == seq != first.seq  # a new reader brought a worker back
+    store.close()

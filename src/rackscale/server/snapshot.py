@@ -37,6 +37,7 @@ log = logging.getLogger("rackscale.server")
 # about a second: a small fleet builds faster in place).
 CHILD_AFTER_S = 1.0
 SEQ_CHECK_S = 0.1  # how often (at most) a reader's get() has the newest event looked up
+WORKER_IDLE_S = 30.0  # the background worker ends after this long without a reader
 # While a snapshot builds, a request thread waits at most this long for the interpreter lock
 # (the default, 5 ms, is paid at every hand-over and adds up to tens of ms per request).
 BUILD_SWITCH_INTERVAL_S = 0.0005
@@ -156,8 +157,9 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._snap: Snapshot | None = None
         self._checked = time.monotonic()
-        self._building = False
-        self._flag = threading.Lock()  # guards _building; never held across a build
+        self._kick = threading.Event()  # a reader asks the worker for a check
+        self._worker: threading.Thread | None = None
+        self._flag = threading.Lock()  # guards _worker; never held across a build
 
     def newest_seq(self) -> int:
         newest = self.store.events(newest_first=True, limit=1)
@@ -167,7 +169,8 @@ class SnapshotCache:
         """The current snapshot without touching the store (None before the first build);
         schedules the background check like `get`."""
         snap = self._snap
-        if snap is not None and time.monotonic() - self._checked >= SEQ_CHECK_S:
+        if (snap is not None and time.monotonic() - self._checked >= SEQ_CHECK_S
+                and (not self._kick.is_set() or self._worker is None)):  # else: asked
             self._refresh_in_background()
         return snap
 
@@ -204,17 +207,27 @@ class SnapshotCache:
                                              or ":memory:" in url or "mode=memory" in url)
 
     def _refresh_in_background(self) -> None:
+        """Wake the worker thread (start it if there is none): one long-lived thread, since
+        starting a thread per check cost a request-path share of the CPU."""
+        self._kick.set()
         with self._flag:
-            if self._building:
-                return
-            self._building = True
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="rackscale-snapshot",
+                                                daemon=True)
+                self._worker.start()
 
-        def build() -> None:
+    def _work(self) -> None:
+        # Bounded: the thread ends after WORKER_IDLE_S without a request (the next one starts
+        # it again), so an idle or discarded cache holds no thread.
+        while True:
+            if not self._kick.wait(WORKER_IDLE_S):
+                with self._flag:
+                    if not self._kick.is_set():  # else a kick raced the timeout: go on
+                        self._worker = None
+                        return
+                continue
+            self._kick.clear()
             try:
                 self.get(wait=True)
             except Exception:  # the next request retries; a reader must not see the thread die
                 log.exception("store snapshot rebuild failed")
-            finally:
-                self._building = False
-
-        threading.Thread(target=build, name="rackscale-snapshot", daemon=True).start()
