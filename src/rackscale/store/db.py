@@ -162,6 +162,11 @@ def _under(column: Any, scope: str) -> Any:
     return (column == scope) | column.startswith(scope + "/", autoescape=True)
 
 
+def _until(q: Any, until_seq: int | None) -> Any:
+    """`q` over the log as it stood when event `until_seq` was the newest (None: now)."""
+    return q if until_seq is None else q.where(EventRow.seq <= until_seq)
+
+
 def _component_filter(q: Any, kind: str | None, scope: str | None) -> Any:
     if kind is not None:
         q = q.where(ComponentRow.kind == kind)
@@ -409,9 +414,10 @@ class Store:
                kind: str | None = None, kind_prefix: str | None = None,
                after_seq: int | None = None, limit: int | None = None,
                newest_first: bool = False, component_ids: Iterable[str] | None = None,
-               session: Session | None = None) -> list[Event]:
+               session: Session | None = None, until_seq: int | None = None) -> list[Event]:
         """Events in seq order (or newest first) matching every filter given. `session`
-        reads inside a caller's transaction (what it wrote so far is visible)."""
+        reads inside a caller's transaction (what it wrote so far is visible); `until_seq`
+        reads the log as it stood when event `until_seq` was the newest."""
         q = select(*_EVENT_COLS)
         if component_id is not None:
             q = q.where(EventRow.component_id == component_id)
@@ -425,6 +431,7 @@ class Store:
             q = q.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
         if after_seq is not None:
             q = q.where(EventRow.seq > after_seq)
+        q = _until(q, until_seq)
         q = q.order_by(EventRow.seq.desc() if newest_first else EventRow.seq)
         if limit is not None:
             q = q.limit(limit)
@@ -439,23 +446,29 @@ class Store:
         with self.session() as s:
             return _decoded(s.execute(q).all(), self.dialect)
 
-    def latest_events(self, kind: str) -> list[Event]:
-        """The newest event of `kind` of every component (e.g. each one's state), by seq."""
-        latest = (select(func.max(EventRow.seq)).where(EventRow.kind == kind)
+    def latest_events(self, kind: str, *, until_seq: int | None = None) -> list[Event]:
+        """The newest event of `kind` of every component (e.g. each one's state), by seq;
+        with `until_seq`, the newest up to that event."""
+        latest = (_until(select(func.max(EventRow.seq)).where(EventRow.kind == kind), until_seq)
                   .group_by(EventRow.component_id))
         return self._events(select(*_EVENT_COLS).where(EventRow.seq.in_(latest))
                             .order_by(EventRow.seq))
 
-    def events_with(self, kind: str, key: str, value: object) -> list[Event]:
+    def events_with(self, kind: str, key: str, value: object, *,
+                    until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         """Events of `kind` whose payload has `key` equal to `value` (filtered in the
-        database, e.g. one run's findings), by seq."""
-        q = (select(*_EVENT_COLS).where(EventRow.kind == kind)
-             .where(EventRow.payload[key].as_string() == str(value)).order_by(EventRow.seq))
+        database, e.g. one run's findings), by seq, up to event `until_seq` when given."""
+        q = _until(select(*_EVENT_COLS).where(EventRow.kind == kind)
+                   .where(EventRow.payload[key].as_string() == str(value)), until_seq)
+        q = q.order_by(EventRow.seq).limit(limit)
         return [e for e in self._events(q) if e.payload.get(key) == value]
 
-    def count_events_by_kind(self, kind_prefix: str | None = None) -> dict[str, int]:
-        """How many events of each kind (under `kind_prefix`), by kind."""
-        q = select(EventRow.kind, func.count()).group_by(EventRow.kind).order_by(EventRow.kind)
+    def count_events_by_kind(self, kind_prefix: str | None = None, *,
+                             until_seq: int | None = None) -> dict[str, int]:
+        """How many events of each kind (under `kind_prefix`, up to event `until_seq`), by
+        kind."""
+        q = _until(select(EventRow.kind, func.count()), until_seq)
+        q = q.group_by(EventRow.kind).order_by(EventRow.kind)
         if kind_prefix is not None:
             q = q.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
         with self.session() as s:
