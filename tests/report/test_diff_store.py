@@ -121,6 +121,18 @@ def test_cli_diff_of_runs_seq_and_files(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     certified = next(s for s in json.loads(r.stdout)["ledger"] if s["key"] == "certified")
     assert certified["old"] == 0 or certified["delta"] != 0
+    # the fleet loaded again with changes after c0: its report counts today's inventory
+    store = Store(db)
+    store.append_event(TOPO.spec.name, "fleet.loaded", {"fleet": TOPO.spec.name,
+                                                        "changed": True})
+    store.close()
+    r = runner.invoke(app, ["report", "diff", "--db", db, "c0", "c1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert any("loaded again with changes" in w for w in out["old"]["warnings"])
+    assert not any("loaded again" in w for w in out["new"]["warnings"])  # c1 runs to now
+    r = runner.invoke(app, ["report", "diff", "--db", db, "c0", "c1"], env={"COLUMNS": "200"})
+    assert "warning (old)" in r.output and "today's" in r.output
     for bad, says in (("nope", "certification runs: c1"), ("seq:0", "seq:N"),
                       ("seq:x", "seq:N"), ("missing.json", "missing.json")):
         r = runner.invoke(app, ["report", "diff", "--db", db, bad, "c1"])

@@ -229,6 +229,8 @@ def print_diff(diff: dict[str, Any]) -> None:
     for side, stamp in (("old", old), ("new", new)):
         if stamp.get("source"):
             console.print(f"{side}: {escape(stamp['source'])}", highlight=False)
+        for w in stamp.get("warnings") or []:
+            console.print(f"[yellow]warning ({side}):[/] {escape(w)}")
     if diff["empty"]:
         console.print("no changes: same ledger, findings, racks and job shapes")
         return
@@ -299,7 +301,8 @@ def diff(
         if "store" in stores:
             stores["store"].close()
     result = diff_documents(old_doc, new_doc)
-    result["old"]["source"], result["new"]["source"] = old_what, new_what
+    for side, doc, what in (("old", old_doc, old_what), ("new", new_doc, new_what)):
+        result[side] |= {"source": what, "warnings": list(doc.get("warnings") or [])}
     if as_json:
         emit_json(result)
         return
