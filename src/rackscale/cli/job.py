@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rackscale.cli._common import DbOption, JsonOption, emit_json, noun, plain, say
+
+if TYPE_CHECKING:
+    from rackscale.recovery import Site
 
 app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
 
@@ -66,7 +70,10 @@ def train_demo(
                                       "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
-    runner: str = typer.Option("local", "--runner", help="Where ranks run: local."),
+    runner: str = typer.Option("local", "--runner", help="Where ranks run: local (processes "
+                               "on this host) or lab (the lab's namespaces, see --lab)."),
+    lab_dir: Path = typer.Option(Path("rackscale-data/lab"), "--lab", metavar="DIR",
+                                 help="The lab's state directory (--runner lab)."),
     gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
@@ -110,7 +117,7 @@ def run(
                           "straggler_steps": straggler_steps})
     os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
-                        db=db)
+                        db=db, site=_site(runner, lab_dir))
     state = Supervisor(cfg, setup).run()
     summary = {"job": state.job, "finished": state.finished, "attempts": state.attempt,
                "excluded": state.excluded, "spares_left": state.spares,
@@ -120,6 +127,29 @@ def run(
         return
     say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
         f"{', '.join(state.excluded) or 'none'}")
+
+
+def _site(runner: str, lab_dir: Path) -> Site | None:
+    """The GPUs a runner places ranks on when they are not this host's: the lab's."""
+    from rackscale.recovery import RUNNERS, Site
+
+    if RUNNERS[runner].site != "--lab":
+        return None
+    from rackscale import lab
+    from rackscale.cli.certify_real import lab_placement
+    from rackscale.cli.fleet import resolve_spec
+    from rackscale.errors import UserError
+    from rackscale.fleet import Topology
+
+    st = lab.load_state(lab_dir)
+    if st is None:
+        raise UserError(f"--runner {runner}: no lab is recorded in {lab_dir}. Fix: "
+                        "`rackscale lab up` first, or give its directory with --lab DIR")
+    topo = Topology.build(resolve_spec(st.data["fleet_file"], None))
+    placement = lab_placement(topo, lab_dir)
+    if placement is None:  # the state vanished between the two reads
+        raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; `rackscale lab up`")
+    return Site(topo=topo, placement=placement)
 
 
 @app.command("incidents")

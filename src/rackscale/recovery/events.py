@@ -28,8 +28,10 @@ SYMPTOM_KIND = {"fail_stop": "gpu_dead", "hang": "gpu_dead", "straggler": "slow_
 class IncidentPayload(BaseModel):
     """One recovery, every figure measured. Times in seconds:
     `detect_s` from the rank's last heartbeat (fail-stop, hang) or its first under-threshold
-    step (straggler) to the decision; `localize_s` decision to a component; `stop_s` to stop
-    every old rank; `restart_s` decision to every new rank launched; `start_s` launch to every
+    step (straggler) to the decision; `stop_s` to stop every old rank; `localize_s` the
+    targeted probe of a straggler's GPU and NIC after that (0 when none ran: its component
+    and `fault_kind` are then the symptom's, else the probe's, with its figures in
+    `evidence.localize`); `restart_s` decision to every new rank launched; `start_s` launch to every
     new process running (interpreter and imports); `restore_s` the slowest rank's checkpoint
     load (as the rank timed it); `first_step_s` launch to every rank's first step;
     `downtime_s` decision to that first step. `work_lost_steps`: steps done past the checkpoint
@@ -45,6 +47,7 @@ class IncidentPayload(BaseModel):
     rank: int
     component: str
     fault_kind: str
+    slot: str | None = None  # the GPU slot the rank left, when `component` is another part
     spare: str | None
     evidence: dict[str, Any] = Field(default_factory=dict)
     detected_at: float
@@ -62,7 +65,8 @@ class IncidentPayload(BaseModel):
     work_lost_steps: int
     step_s: float | None = None
     host: str | None = None
-    outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again"] = "resumed"
+    outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again",
+                     "unlocalized"] = "resumed"
     measured: Literal["measured"] = "measured"
 
 

@@ -58,6 +58,7 @@ class RankBeats:
     steps_seen: int = 0  # completed steps in this attempt
     compute_s: dict[int, float] = field(default_factory=dict)
     sync_at: dict[int, float] = field(default_factory=dict)
+    step_at: dict[int, float] = field(default_factory=dict)
     restore_s: float | None = None
     started_at: float | None = None
     restored_at: float | None = None
@@ -79,6 +80,7 @@ class RankBeats:
             self.sync_at[int(b["step"])] = t
         elif b["phase"] == "step":
             self.done_step = int(b["step"])
+            self.step_at[self.done_step] = t
             self.steps_seen += 1
             if self.first_step_at is None:
                 self.first_step_at = t
