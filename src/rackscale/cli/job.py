@@ -4,6 +4,7 @@ trainer, and the incidents of past recoveries."""
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,13 @@ JobDirOption = typer.Option(
 CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
                                help="Checkpoint every N steps (passed to the ranks).")
 StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+
+
+class Timing(StrEnum):
+    """What a demo rank reports as its compute time (DemoSettings.timing)."""
+
+    cpu = "cpu"
+    wall = "wall"
 
 
 def _env_int(name: str, default: int) -> int:
@@ -48,6 +56,10 @@ def train_demo(
                                   help="Drill: the rank on this GPU slot computes slower."),
     slow_factor: float = typer.Option(1.0, "--slow-factor", min=1.0,
                                       help="Drill: how much slower (1.5 = 1.5x the time)."),
+    timing: Timing = typer.Option(Timing.cpu, "--timing",
+                                  help="What a rank reports as a step's compute time: cpu (its "
+                               "own CPU time) or wall (on the lab, where a CPU quota stands "
+                               "for a slow GPU)."),
     job_dir: Path = JobDirOption,
 ) -> None:
     """The reference trainer: a small MLP on synthetic data, gloo data-parallel, checkpoints
@@ -58,7 +70,7 @@ def train_demo(
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
                      ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
-                     slow_slot=slow_slot, slow_factor=slow_factor)
+                     slow_slot=slow_slot, slow_factor=slow_factor, timing=timing.value)
     job_dir.mkdir(parents=True, exist_ok=True)
     wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
     result = train(s, RankEnv.from_environ(str(job_dir)))

@@ -12,7 +12,7 @@ each rule is tested on its own and the supervisor only asks them.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -157,14 +157,26 @@ class CollectiveDetector:
     def feed(self, ranks: Sequence[RankBeats]) -> Suspect | None:
         if self.world < 2 or self.cfg.straggler_off:
             return None
-        common = set.intersection(*(set(rb.sync_at) & set(rb.step_at) for rb in ranks))
-        for step in sorted(s for s in common if s > self.scored_to):
+        for step in self._complete(ranks):
             self.scored_to = step
             coll = min(rb.step_at[step] - rb.sync_at[step] for rb in ranks)
             got = self._score(step, max(coll, 1e-6))
             if got is not None:
                 return got
         return None
+
+    def _complete(self, ranks: Sequence[RankBeats]) -> Iterator[int]:
+        """Steps every rank has completed, in order, from the first one not yet scored (an
+        attempt's first step is where its checkpoint left off)."""
+        if self.scored_to < 0:
+            if not all(rb.step_at for rb in ranks):
+                return
+            step = max(min(rb.step_at) for rb in ranks)
+        else:
+            step = self.scored_to + 1
+        while all(step in rb.step_at and step in rb.sync_at for rb in ranks):
+            yield step
+            step += 1
 
     def _score(self, step: int, coll: float) -> Suspect | None:
         cfg = self.cfg
