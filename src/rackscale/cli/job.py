@@ -56,7 +56,7 @@ def train_demo(
                                   help="Drill: the rank on this GPU slot computes slower."),
     slow_factor: float = typer.Option(1.0, "--slow-factor", min=1.0,
                                       help="Drill: how much slower (1.5 = 1.5x the time)."),
-    timing: Timing = typer.Option(Timing.cpu, "--timing",
+    timing: Timing = typer.Option(Timing.cpu, "--timing", metavar="TEXT",
                                   help="What a rank reports as a step's compute time: cpu (its "
                                "own CPU time) or wall (on the lab, where a CPU quota stands "
                                "for a slow GPU)."),
