@@ -225,7 +225,8 @@ class Supervisor:
                        f"{self.cfg.stop_timeout_s}s")
         loc = self._localize(sus)  # after the stop: the probe needs the ranks' CPU and links
         localized = time.time()
-        if loc is not None and loc.gpu is None:
+        if loc is not None and loc.gpu is None and (sus.candidates or
+                                                     "error" not in loc.evidence):
             self._unlocalized(sus, out, loc, localized - stopped)
             return
         slot = st.assignment[sus.rank]
@@ -262,14 +263,21 @@ class Supervisor:
 
     def _localize(self, sus: Suspect) -> Localized | None:
         """The targeted probe of a straggler's GPU and NIC, when this runner has one; sets
-        the suspect's rank to the one whose part it names."""
+        the suspect's rank to the one whose part it names. Not localized with an `error` in
+        its evidence: the probe could not decide (too few healthy GPUs, a probe failed)."""
         loc_er, st = self.setup.localizer, self.state
         if loc_er is None or sus.kind is not Symptom.STRAGGLER:
             return None
         ranks = sus.candidates or (sus.rank,)
         cands = [st.assignment[r] for r in ranks]
         healthy = [s for s in st.assignment if s not in cands] + list(st.spares)
-        loc = loc_er.localize(cands, healthy)
+        try:
+            loc = loc_er.localize(cands, healthy)
+        except (UserError, OSError, RuntimeError, ValueError) as err:
+            # A probe that cannot run is no verdict on the part: recorded in the incident,
+            # and a lone straggler is then excluded by its symptom, as without a probe.
+            return Localized(gpu=None, component=None, kind=None,
+                             evidence={"error": f"the probe failed: {err}"})
         if loc.gpu is not None:
             sus.rank = st.assignment.index(loc.gpu)
         return loc
