@@ -30,7 +30,7 @@ def _nic(gpu: str) -> str:
     return TOPO.ids[int(TOPO.gpu_nic[TOPO.gpu_ids.index(gpu)])]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(victim=st.sampled_from(JOB), kind=st.sampled_from(["slow_gpu", "bad_cable"]),
        severity=st.floats(0.08, 0.7), job_wide=st.booleans(), seed=st.integers(0, 2**16))
 def test_a_slow_gpu_or_nic_is_named_and_a_slow_nic_is_never_blamed_on_its_gpu(

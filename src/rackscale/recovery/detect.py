@@ -89,11 +89,18 @@ def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> S
 class StragglerDetector:
     """Fail-slow: fed each step that every rank has timed; flags a rank whose score against
     the median of the *other* ranks (the median of all would hide a slow rank in a small job)
-    stays under the threshold for `straggler_steps` consecutive steps."""
+    stays under the threshold for `straggler_steps` consecutive scored steps.
+
+    A step whose compute overlapped the rank's own checkpoint work (its beat says `ckpt`) is
+    not scored for that rank: the rank keeps its earlier times and its count of slow steps,
+    neither raised nor reset, while the other ranks are scored against its earlier speed. The
+    rank that writes or pushes a checkpoint (rank 0 commits every save) is then not taken for
+    a straggler after each save, and a rank that is slow on its other steps still is."""
 
     def __init__(self, world: int, cfg: DetectConfig) -> None:
         self.world, self.cfg = world, cfg
         self.scored_to = -1
+        self.seen = 0  # steps fed, for the warm-up
         self.times: list[list[float]] = [[] for _ in range(world)]
         self.best: list[float | None] = [None] * world
         self.below = [0] * world
@@ -105,27 +112,33 @@ class StragglerDetector:
         common = set.intersection(*(set(rb.compute_s) for rb in ranks))
         for step in sorted(s for s in common if s > self.scored_to):
             self.scored_to = step
-            got = self._score(step, [rb.compute_s[step] for rb in ranks])
+            busy = [step in rb.ckpt_steps for rb in ranks]
+            got = self._score(step, [rb.compute_s[step] for rb in ranks], busy)
             if got is not None:
                 return got
         return None
 
-    def _score(self, step: int, raw: list[float]) -> Suspect | None:
+    def _score(self, step: int, raw: list[float], busy: list[bool]) -> Suspect | None:
         cfg = self.cfg
+        self.seen += 1
         smooth = []
         for r, t in enumerate(raw):
-            self.times[r].append(t)
+            if not busy[r] or not self.times[r]:  # a first time is needed to compare at all
+                self.times[r].append(t)
             smooth.append(statistics.median(self.times[r][-cfg.smooth_steps:]))
-        if len(self.times[0]) <= cfg.warmup_steps:  # first steps: allocation, caches
+        if self.seen <= cfg.warmup_steps:  # first steps: allocation, caches
             return None
-        for r, own in enumerate(smooth):
-            own = max(own, 1e-9)
+        scored = [r for r in range(self.world) if not busy[r]]
+        for r in scored:
+            own = max(smooth[r], 1e-9)
             others = statistics.median(smooth[:r] + smooth[r + 1:])
             self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
             rel, ind = others / own, (self.best[r] or own) / own
             self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4)}
             self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
-        worst = min(range(self.world), key=lambda r: self.last_scores[r]["relative"])
+        if not scored:
+            return None
+        worst = min(scored, key=lambda r: self.last_scores[r]["relative"])
         if self.below[worst] >= cfg.straggler_steps:
             return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
                 "step": step, "consecutive": self.below[worst],

@@ -10,10 +10,11 @@ Per suspect GPU, two probes, each beside healthy controls measured at the same m
   member test).
 Each figure is judged with the ladder's verdict rule (`certify.verdict.judge`) against the
 median/MAD of all the GPUs probed (the controls are healthy, so the median is). The decision:
-a slow or failing GEMM is the GPU (a slow GPU also slows its own collectives, so its pair is
-not evidence against its NIC); a healthy GEMM with a slow pair is the NIC (`bad_cable`, or
-`nic_dead` when the pair errors or runs at DOWN_REL or less); neither is "not localized".
-So a slow NIC is never blamed on its GPU: its GEMM is healthy.
+a slow or failing GEMM is the GPU; a healthy GEMM with a slow pair is the NIC (`bad_cable`, or
+`nic_dead` when the pair errors or runs at DOWN_REL or less); when both fall short, the one
+further below its reference (a slow GPU also slows its own all-reduce, but by no more than
+its compute; a slow NIC does not slow the GEMM at all); neither is "not localized". So a slow
+NIC is not blamed on its GPU.
 """
 
 from __future__ import annotations
@@ -164,11 +165,17 @@ class Localizer:
             ev = {"gpu_probe": jg.evidence(i, gemm.unit, gemm.source),
                   "nic_probe": jp.evidence(i, pair.unit, pair.source)}
             nic = topo.ids[int(topo.gpu_nic[self._index[g]])]
-            if i in jg.errors or jg.failed[i]:
+            gpu_bad = i in jg.errors or bool(jg.failed[i])
+            nic_bad = i in jp.errors or bool(jp.failed[i])
+            if gpu_bad and nic_bad and i not in jg.errors:
+                # Both short: the one further below its reference is the cause (a slow GPU
+                # slows its own all-reduce by no more than its compute; a NIC, not at all).
+                gpu_bad = float(np.nan_to_num(jg.rel[i])) <= float(np.nan_to_num(jp.rel[i]))
+            if gpu_bad:
                 kind = GPU_DEAD if i in jg.errors else SLOW_GPU
                 found.append(Localized(gpu=g, component=g, kind=kind,
                                        confidence=jg.confidence(i), evidence=ev))
-            elif i in jp.errors or jp.failed[i]:
+            elif nic_bad:
                 down = i in jp.errors or jp.fail_rel(i) <= DOWN_REL
                 found.append(Localized(gpu=g, component=nic, kind=NIC_DEAD if down else BAD_CABLE,
                                        confidence=jp.confidence(i), evidence=ev))

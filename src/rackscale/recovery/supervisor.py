@@ -144,8 +144,7 @@ class Supervisor:
                 rec.job(self.state, "finished", ckpt_id)
                 return self.state
             if self.pending is not None:  # failed again before its first step
-                self.pending.outcome = "failed_again"
-                rec.incident(self.pending)
+                rec.incident(self.pending.model_copy(update={"outcome": "failed_again"}))
                 self.pending = None
             self._recover(out)
             restarts += 1
@@ -180,7 +179,8 @@ class Supervisor:
         if self.pool is not None:  # standbys for the next restart, started in the background
             self.pool.refill([*st.assignment, *st.spares])
         if self.pending is not None:
-            self.pending.restart_s = round(self.launched_at - self.pending_t[0], 4)
+            self.pending = self.pending.model_copy(
+                update={"restart_s": round(self.launched_at - self.pending_t[0], 4)})
 
     def _monitor(self) -> Outcome:
         cfg = self.cfg
@@ -244,12 +244,14 @@ class Supervisor:
             ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step),
             step_s=_step_time(out.ranks, sus.rank), host=socket.gethostname())
         if loc is not None:
-            inc.evidence = {**inc.evidence, "localize": loc.evidence | {"kind": loc.kind}}
+            upd: dict[str, object] = {"evidence": {**inc.evidence, "localize": loc.evidence
+                                                   | {"kind": loc.kind}}}
             if loc.component is not None:
-                inc.slot, inc.component, inc.fault_kind = slot, loc.component, loc.kind or ""
-        inc.fault_kind = self.setup.recorder.exclude(inc)
+                upd |= {"slot": slot, "component": loc.component, "fault_kind": loc.kind or ""}
+            inc = inc.model_copy(update=upd)
+        inc = inc.model_copy(update={"fault_kind": self.setup.recorder.exclude(inc)})
         if spare is None:
-            inc.outcome = "no_spare"
+            inc = inc.model_copy(update={"outcome": "no_spare"})
             self.setup.recorder.incident(inc)
             st.rank_pids = []
             st.save(self.setup.job_dir)
@@ -325,14 +327,15 @@ class Supervisor:
         started = [r.started_at for r in ranks if r.started_at]
         restores = [r.restore_s for r in ranks if r.restore_s is not None]
         firsts = [r.first_step_at for r in ranks if r.first_step_at]
+        got: dict[str, float] = {}
         if len(started) == len(ranks):
-            inc.start_s = round(max(started) - la, 4)
+            got["start_s"] = round(max(started) - la, 4)
         if restores:
-            inc.restore_s = round(max(restores), 4)
+            got["restore_s"] = round(max(restores), 4)
         if len(firsts) == len(ranks):
-            inc.first_step_s = round(max(firsts) - la, 4)
-            inc.downtime_s = round(max(firsts) - inc.detected_at, 4)
-        self.setup.recorder.incident(inc)
+            got["first_step_s"] = round(max(firsts) - la, 4)
+            got["downtime_s"] = round(max(firsts) - (inc.detected_at or la), 4)
+        self.setup.recorder.incident(inc.model_copy(update=got))
         self.pending = None
 
     def _stop_leftovers(self) -> None:
