@@ -63,9 +63,10 @@ def test_too_few_healthy_gpus_to_compare_is_not_localized() -> None:
 
 
 def _feed(det: CollectiveDetector, compute: list[list[float]], coll: list[float],
-          ) -> tuple[int, tuple[int, ...]] | None:
+          busy: frozenset[int] = frozenset()) -> tuple[int, tuple[int, ...]] | None:
     """Beats of a synchronous job: each rank enters the collective after its compute; every
-    rank leaves when the last one entered plus the collective time."""
+    rank leaves when the last one entered plus the collective time. Rank 0 marks the steps in
+    `busy` as overlapping its checkpoint work."""
     world = len(compute[0])
     ranks = [RankBeats(rank=r) for r in range(world)]
     t = 0.0
@@ -73,7 +74,9 @@ def _feed(det: CollectiveDetector, compute: list[list[float]], coll: list[float]
         enter = [t + x for x in row]
         leave = max(enter) + c
         for r in range(world):
-            ranks[r].add({"phase": "sync", "step": step, "t": enter[r], "compute_s": row[r]})
+            ckpt = {"ckpt": True} if r == 0 and step in busy else {}
+            ranks[r].add({"phase": "sync", "step": step, "t": enter[r], "compute_s": row[r],
+                          **ckpt})
             ranks[r].add({"phase": "step", "step": step, "t": leave})
         t = leave
         got = det.feed(ranks)
@@ -134,3 +137,13 @@ def test_a_fault_present_from_the_attempts_start_is_seen_against_the_jobs_best(
     got = _feed(CollectiveDetector(4, DetectConfig(), best=best), compute,
                 [c * 5 for c in coll])
     assert (got is None) == (best is None)  # without the earlier best, slow looks normal
+
+
+def test_steps_that_overlap_a_checkpoint_push_are_not_scored() -> None:
+    """A push to the tiers that runs for several steps after each save (longer than the
+    smoothing) slows those steps' collective; marked, they are skipped, unmarked they flag."""
+    compute, coll = _job(4, 200, random.Random(3), 0.02)
+    busy = frozenset(s for s in range(1, 201) if s % 20 in (1, 2, 3, 4, 5, 6, 7))
+    coll = [c + (0.3 if s + 1 in busy else 0.0) for s, c in enumerate(coll)]
+    assert _feed(CollectiveDetector(4, DetectConfig()), compute, coll, busy) is None
+    assert _feed(CollectiveDetector(4, DetectConfig()), compute, coll) is not None

@@ -172,6 +172,8 @@ class CollectiveDetector:
             return None
         for step in self._complete(ranks):
             self.scored_to = step
+            if any(step in rb.ckpt_steps for rb in ranks):
+                continue  # a checkpoint's push shares the links and cores: not scored
             coll = min(rb.step_at[step] - rb.sync_at[step] for rb in ranks)
             got = self._score(step, max(coll, 1e-6))
             if got is not None:

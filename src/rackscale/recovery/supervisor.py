@@ -186,7 +186,10 @@ class Supervisor:
         cfg = self.cfg
         reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
         slow = StragglerDetector(self.state.gpus, cfg.detect)
-        coll = CollectiveDetector(self.state.gpus, cfg.detect, best=self.best_collective)
+        # Only a runner that can probe names the part behind a slow collective; without
+        # one, all ranks suspected alike leave nothing to exclude.
+        coll = CollectiveDetector(self.state.gpus, cfg.detect, best=self.best_collective) \
+            if self.setup.localizer is not None else None
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
@@ -201,8 +204,8 @@ class Supervisor:
             suspect = (find_fail_stop(codes, ranks)
                        or find_hang(ranks, now, self.launched_at, cfg.detect,
                                     stopped=lambda r: self.procs[r].stopped())
-                       or slow.feed(ranks) or coll.feed(ranks))
-            self.best_collective = coll.best
+                       or slow.feed(ranks) or (coll.feed(ranks) if coll else None))
+            self.best_collective = coll.best if coll else None
             if suspect is not None:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             time.sleep(cfg.poll_s)
