@@ -101,7 +101,8 @@ class Localizer:
                 "error": f"too few healthy GPUs to compare with ({len(healthy)}); "
                          f"a probe needs {MIN_PROBED} GPUs and a reference"})
         with self._backend() as backend:
-            gemm = self._gemm(backend, probed)
+            # the reference too: one more healthy figure, and its agent starts with the rest
+            gemm = self._gemm(backend, [*probed, ref])
             pair = self._pairs(backend, probed, ref)
         out = self._decide(list(candidates), gemm, pair)
         out.seconds = round(time.monotonic() - t0, 4)
