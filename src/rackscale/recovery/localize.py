@@ -103,10 +103,14 @@ class Localizer:
         with self._backend() as backend:
             # the reference too: one more healthy figure, and its agent starts with the rest
             gemm = self._gemm(backend, [*probed, ref])
+            t1 = time.monotonic()
             pair = self._pairs(backend, probed, ref)
+            t2 = time.monotonic()
         out = self._decide(list(candidates), gemm, pair)
         out.seconds = round(time.monotonic() - t0, 4)
+        # the GEMM phase includes starting the probe's ranks (a runner's agents)
         out.evidence |= {"reference": ref, "controls": controls, "probe_s": out.seconds,
+                         "gpu_probe_s": round(t1 - t0, 4), "nic_probe_s": round(t2 - t1, 4),
                          gemm.source: True}
         return out
 
