@@ -4,18 +4,53 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from rackscale.certify import loopback_placement
+from rackscale.certify import Placement, loopback_placement
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
 from rackscale.durable import write_atomic
-from rackscale.errors import UserError
 from rackscale.recovery.launch import Launcher, LocalLauncher
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.supervisor import JobSetup
+from rackscale.registry import Registry, UnknownName
 from rackscale.store import Store
 
-RUNNERS: dict[str, Callable[[], Launcher]] = {"local": LocalLauncher}
+
+class UnknownRunner(UnknownName):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunner:
+    """How `--runner NAME` starts ranks (`launcher`) and which GPU slots it offers
+    (`slots(launcher, n)`: the job's GPUs first, then its spares)."""
+
+    launcher: Callable[[], Launcher]
+    slots: Callable[[Launcher, int], Placement]
+
+
+def _local_slots(_launcher: Launcher, n: int) -> Placement:
+    return loopback_placement(job_slots(n))
+
+
+def _slurm() -> Launcher:
+    from rackscale.recovery.slurm import SlurmLauncher  # scontrol is asked only when chosen
+
+    return SlurmLauncher()
+
+
+def _slurm_slots(launcher: Launcher, n: int) -> Placement:
+    from rackscale.recovery.slurm import SlurmLauncher
+
+    if not isinstance(launcher, SlurmLauncher):
+        raise TypeError("the slurm runner's slots come from a SlurmLauncher")
+    return launcher.placement(n)
+
+
+RUNNERS: Registry[JobRunner] = Registry("runner", error=UnknownRunner)
+RUNNERS.add("local", JobRunner(LocalLauncher, _local_slots))
+RUNNERS.add("slurm", JobRunner(_slurm, _slurm_slots))
 
 
 def job_slots(n: int, region: str = "local", rack: str = "r01") -> list[str]:
@@ -36,7 +71,10 @@ def job_tiers(job_dir: Path) -> TiersConfig:
 def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                 db: str | None) -> JobSetup:
     if runner not in RUNNERS:
-        raise UserError(f"--runner {runner!r}: unknown runner; valid: {', '.join(RUNNERS)}")
+        raise UnknownRunner(f"--runner: {RUNNERS.unknown_message(runner)}")
+    kind = RUNNERS[runner]
+    launcher = kind.launcher()
+    placement = kind.slots(launcher, slots)
     job_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         tiers, tiers_file = load_config(config), config.resolve()
@@ -46,5 +84,5 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         os.chmod(tiers_file, 0o600)
     store = Store(db) if db else None
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
-                    launcher=RUNNERS[runner](), placement=loopback_placement(job_slots(slots)),
+                    launcher=launcher, placement=placement,
                     recorder=Recorder(job_dir, store))

@@ -31,7 +31,7 @@ from rackscale.recovery.detect import (
 )
 from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
-from rackscale.recovery.launch import Launcher, RankProcess, stop_all
+from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
 from rackscale.recovery.warm import WarmPool
@@ -149,10 +149,11 @@ class Supervisor:
         st, setup = self.state, self.setup
         st.attempt += 1
         port = _free_port()
+        master = master_addr(setup.placement.place(st.assignment[0]))
         self.procs = []
         for rank, slot in enumerate(st.assignment):
             env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
-                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
                    "RACKSCALE_ATTEMPT": str(st.attempt),
                    "RACKSCALE_CKPT_CONFIG": str(setup.tiers_file),
@@ -225,6 +226,10 @@ class Supervisor:
             localize_s=round(localized - out.detected_at, 4), stop_s=round(stopped - t0, 4),
             ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step),
             step_s=_step_time(out.ranks, sus.rank), host=socket.gethostname())
+        if isinstance(self.setup.launcher, Excluder):  # e.g. a Slurm drain of its node
+            node = self.setup.launcher.exclude(self.setup.placement.place(slot),
+                                               f"{st.excluded[slot]} of job {st.job}")
+            inc = inc.model_copy(update={"evidence": {**inc.evidence, "drained": node}})
         inc = inc.model_copy(update={"fault_kind": self.setup.recorder.exclude(inc)})
         if spare is None:
             inc = inc.model_copy(update={"outcome": "no_spare"})
