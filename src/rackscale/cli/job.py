@@ -66,7 +66,8 @@ def train_demo(
                                       "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
-    runner: str = typer.Option("local", "--runner", help="Where ranks run: local."),
+    runner: str = typer.Option("local", "--runner", help="Where ranks run: local (this "
+                               "host) or slurm (one srun step per rank)."),
     gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,

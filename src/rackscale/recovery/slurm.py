@@ -28,10 +28,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rackscale.certify import Placement, RankPlace
-from rackscale.certify.runners.slurm import gpu_gres, slurm_nodes
+from rackscale.certify import Placement, RankPlace, gpu_gres, slurm_nodes
 from rackscale.errors import UserError
-from rackscale.lifecycle.slurm import REASON_PREFIX, ScontrolSlurm
+from rackscale.lifecycle import REASON_PREFIX, ScontrolSlurm
 from rackscale.recovery.launch import LaunchError, LocalLauncher, RankProcess
 
 NVLINK, SCALEOUT = "nvlink", "scaleout"
