@@ -3,13 +3,16 @@ each rule is tested on its own and the supervisor only asks them.
 
 - fail-stop: a rank's process ended before the job did;
 - hang: a rank sent no beat within its timeout (`DetectConfig`);
-- fail-slow: a rank's compute time scored against the other ranks' median and its own best.
+- fail-slow: a rank's compute time scored against the other ranks' median and its own best;
+  and the job's collective time against its own best (a slow NIC or cable slows every rank
+  of a data-parallel ring alike, so no rank's compute stands out: the suspects are all the
+  ranks, and the localizer's probe finds whose part it is).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -31,6 +34,9 @@ class Suspect:
     rank: int
     kind: Symptom
     evidence: dict[str, Any] = field(default_factory=dict)
+    # Every rank that may hold the fault when the symptom is the job's, not one rank's (a
+    # slow collective); `rank` is then a placeholder until localization names one.
+    candidates: tuple[int, ...] = ()
 
 
 def timeout_of(rb: RankBeats, cfg: DetectConfig) -> float:
@@ -144,3 +150,68 @@ class StragglerDetector:
                 "threshold": cfg.straggler_threshold, **self.last_scores[worst],
                 "compute_s": round(smooth[worst] or 0.0, 6)})
         return None
+
+
+class CollectiveDetector:
+    """Fail-slow of the job's collective: each step its collective time is the least, over
+    the ranks, of the time from entering the step's collective (`sync`) to completing the
+    step: the last rank to enter waits for no one, so its figure is the all-reduce itself.
+    Scored against the job's own best (smoothed like the compute times); under the threshold,
+    and slower than the best by at least `collective_floor_s`, for `straggler_steps`
+    consecutive steps, every rank is a suspect. The best may come from earlier attempts of
+    the job, so a fault present from an attempt's start is seen. A rank slow in compute does
+    not raise it:
+    it is the last to enter, and its own collective is as fast as ever."""
+
+    def __init__(self, world: int, cfg: DetectConfig, best: float | None = None) -> None:
+        self.world, self.cfg = world, cfg
+        self.scored_to = -1
+        self.times: list[float] = []
+        self.best = best  # the job's best so far (from earlier attempts), else learned
+        self.below = 0
+
+    def feed(self, ranks: Sequence[RankBeats]) -> Suspect | None:
+        if self.world < 2 or self.cfg.straggler_off:
+            return None
+        for step in self._complete(ranks):
+            self.scored_to = step
+            if any(step in rb.ckpt_steps for rb in ranks):
+                continue  # a checkpoint's push shares the links and cores: not scored
+            coll = min(rb.step_at[step] - rb.sync_at[step] for rb in ranks)
+            got = self._score(step, max(coll, 1e-6))
+            if got is not None:
+                return got
+        return None
+
+    def _complete(self, ranks: Sequence[RankBeats]) -> Iterator[int]:
+        """Steps every rank has completed, in order, from the first one not yet scored (an
+        attempt's first step is where its checkpoint left off)."""
+        if self.scored_to < 0:
+            if not all(rb.step_at for rb in ranks):
+                return
+            step = max(min(rb.step_at) for rb in ranks)
+        else:
+            step = self.scored_to + 1
+        while all(step in rb.step_at and step in rb.sync_at for rb in ranks):
+            yield step
+            step += 1
+
+    def _score(self, step: int, coll: float) -> Suspect | None:
+        cfg = self.cfg
+        self.times.append(coll)
+        if len(self.times) <= cfg.warmup_steps:
+            return None
+        own = statistics.median(self.times[-cfg.smooth_steps:])
+        self.best = own if self.best is None else min(self.best, own)
+        score = self.best / own
+        slow = score < cfg.straggler_threshold and own - self.best >= cfg.collective_floor_s
+        self.below = self.below + 1 if slow else 0
+        if self.below < cfg.straggler_steps:
+            return None
+        return Suspect(rank=0, kind=Symptom.STRAGGLER, candidates=tuple(range(self.world)),
+                       evidence={"scope": "collective", "step": step,
+                                 "consecutive": self.below,
+                                 "threshold": cfg.straggler_threshold,
+                                 "individual": round(score, 4),
+                                 "collective_s": round(own, 6),
+                                 "best_collective_s": round(self.best, 6)})

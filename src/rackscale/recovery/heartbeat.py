@@ -60,6 +60,7 @@ class RankBeats:
     steps_seen: int = 0  # completed steps in this attempt
     compute_s: dict[int, float] = field(default_factory=dict)
     sync_at: dict[int, float] = field(default_factory=dict)
+    step_at: dict[int, float] = field(default_factory=dict)
     # Steps whose compute overlapped the rank's own checkpoint work: their time says how busy
     # the checkpoint kept the process, not how fast its GPU is, so they are not scored.
     ckpt_steps: set[int] = field(default_factory=set)
@@ -86,6 +87,7 @@ class RankBeats:
                 self.ckpt_steps.add(int(b["step"]))
         elif b["phase"] == "step":
             self.done_step = int(b["step"])
+            self.step_at[self.done_step] = t
             self.steps_seen += 1
             if self.first_step_at is None:
                 self.first_step_at = t

@@ -390,8 +390,11 @@ class RecoveryIncidentV1(Closed):
 
     Every time is measured on the run (wall clock of the supervisor's host, `host`), never
     simulated; in seconds: `detect_s` from the rank's last heartbeat (fail-stop, hang) or its
-    first under-threshold step (straggler) to the decision; `localize_s` decision to a
-    component; `stop_s` to stop every old rank; `restart_s` decision to every new rank
+    first under-threshold step (straggler) to the decision; `stop_s` to stop every old rank;
+    `localize_s` the targeted probe of a straggler's GPU and NIC after that (0 when none
+    ran: `component` and `fault_kind` are then the symptom's; else the probe's, its figures
+    in `evidence.localize`, and `slot` the GPU slot the rank left when `component` is
+    another part, its NIC); `restart_s` decision to every new rank
     launched; `start_s` launch to every new process running (interpreter and imports);
     `restore_s` the slowest rank's checkpoint load (as the rank timed it); `first_step_s`
     launch to every rank's first step; `downtime_s` decision to that first step.
@@ -408,6 +411,7 @@ class RecoveryIncidentV1(Closed):
     rank: int
     component: str
     fault_kind: str
+    slot: str | None = None
     spare: str | None = None
     evidence: dict[str, Any] = Field(default_factory=dict)
     detected_at: float | None = None
@@ -425,7 +429,8 @@ class RecoveryIncidentV1(Closed):
     work_lost_steps: int = 0
     step_s: float | None = None
     host: str | None = None
-    outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again"] = "resumed"
+    outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again",
+                     "unlocalized"] = "resumed"
     measured: Literal["measured"] = "measured"
 
 
