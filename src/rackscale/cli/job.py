@@ -83,7 +83,8 @@ def train_demo(
 def run(
     ctx: typer.Context,
     runner: str = typer.Option("local", "--runner", help="Where ranks run: local (processes "
-                               "on this host) or lab (the lab's namespaces, see --lab)."),
+                               "on this host), lab (the lab's namespaces, see --lab) or "
+                               "slurm (one srun step per rank)."),
     lab_dir: Path = typer.Option(Path("rackscale-data/lab"), "--lab", metavar="DIR",
                                  help="The lab's state directory (--runner lab)."),
     gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),

@@ -121,21 +121,26 @@ class StragglerDetector:
     def _score(self, step: int, raw: list[float], busy: list[bool]) -> Suspect | None:
         cfg = self.cfg
         self.seen += 1
-        smooth = []
         for r, t in enumerate(raw):
-            if not busy[r] or not self.times[r]:  # a first time is needed to compare at all
+            if not busy[r]:  # a busy step's time is the checkpoint's, not the rank's speed
                 self.times[r].append(t)
-            smooth.append(statistics.median(self.times[r][-cfg.smooth_steps:]))
+        smooth = [statistics.median(ts[-cfg.smooth_steps:]) if ts else None
+                  for ts in self.times]
         if self.seen <= cfg.warmup_steps:  # first steps: allocation, caches
             return None
-        scored = [r for r in range(self.world) if not busy[r]]
-        for r in scored:
-            own = max(smooth[r], 1e-9)
-            others = statistics.median(smooth[:r] + smooth[r + 1:])
+        scored = []
+        for r, own_s in enumerate(smooth):
+            others_s = [x for q, x in enumerate(smooth) if q != r and x is not None]
+            if busy[r] or own_s is None or not others_s:
+                continue  # no time of its own, or none to compare it with, this step
+            own = max(own_s, 1e-9)
+            others = statistics.median(others_s)
             self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
             rel, ind = others / own, (self.best[r] or own) / own
-            self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4)}
+            self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4),
+                                   "others_median_s": round(others, 6)}
             self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
+            scored.append(r)
         if not scored:
             return None
         worst = min(scored, key=lambda r: self.last_scores[r]["relative"])
@@ -143,9 +148,7 @@ class StragglerDetector:
             return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
                 "step": step, "consecutive": self.below[worst],
                 "threshold": cfg.straggler_threshold, **self.last_scores[worst],
-                "compute_s": round(smooth[worst], 6),
-                "others_median_s": round(statistics.median(smooth[:worst] + smooth[worst + 1:]),
-                                         6)})
+                "compute_s": round(smooth[worst] or 0.0, 6)})
         return None
 
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from rackscale.incidents import RECOVERY_INCIDENT, incident_restart_cost_s
-from rackscale.store.events import RecoveryIncidentV1, RecoveryJobV1
+from rackscale.store import RecoveryIncidentV1, RecoveryJobV1
 
 INCIDENT = RECOVERY_INCIDENT
 JOB = RecoveryJobV1.KIND

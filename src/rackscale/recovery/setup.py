@@ -45,6 +45,8 @@ ProbeRunner = Callable[[Site], Runner]
 class JobRunner:
     launcher: Callable[[], Launcher]
     site: str | None = None  # the option that supplies its Site (None: this host)
+    # Slots the launcher itself offers, given how many are needed (Slurm: its nodes' GPUs)
+    slots: Callable[[Launcher, int], Placement] | None = None
     probe: ProbeRunner | None = None  # runs the targeted probe of a straggler
     # CPU ranks on a shared host measure with the ladder's shared-CPU margins
     thresholds: Mapping[str, Thresholds] = field(
@@ -59,9 +61,24 @@ def _lab_probe(site: Site) -> Runner:
     return LocalRunner(site.placement, domain_of)
 
 
+def _slurm() -> Launcher:
+    from rackscale.recovery.slurm import SlurmLauncher  # scontrol is asked only when chosen
+
+    return SlurmLauncher()
+
+
+def _slurm_slots(launcher: Launcher, n: int) -> Placement:
+    from rackscale.recovery.slurm import SlurmLauncher
+
+    if not isinstance(launcher, SlurmLauncher):
+        raise TypeError("the slurm runner's slots come from a SlurmLauncher")
+    return launcher.placement(n)
+
+
 RUNNERS: Registry[JobRunner] = Registry("runner", error=UnknownRunner)
 RUNNERS.add("local", JobRunner(launcher=LocalLauncher))
 RUNNERS.add("lab", JobRunner(launcher=LocalLauncher, site="--lab", probe=_lab_probe))
+RUNNERS.add("slurm", JobRunner(launcher=_slurm, slots=_slurm_slots))
 
 
 def job_slots(n: int, region: str = "local", rack: str = "r01") -> list[str]:
@@ -79,7 +96,10 @@ def job_tiers(job_dir: Path) -> TiersConfig:
                        retention=Retention(keep_local=2, keep_region=4, archive_every=0))
 
 
-def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int) -> Placement:
+def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int,
+               launcher: Launcher) -> Placement:
+    if spec.slots is not None:
+        return spec.slots(launcher, slots)
     if spec.site is None:
         return loopback_placement(job_slots(slots))
     if site is None:
@@ -96,7 +116,8 @@ def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int) -> P
 def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                 db: str | None, site: Site | None = None) -> JobSetup:
     spec = RUNNERS[runner]
-    placement = _placement(runner, spec, site, slots)
+    launcher = spec.launcher()
+    placement = _placement(runner, spec, site, slots, launcher)
     job_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         tiers, tiers_file = load_config(config), config.resolve()
@@ -111,5 +132,5 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         localizer = Localizer(site.topo, on_runner(site.topo, lambda: probe(where)),
                               spec.thresholds)
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
-                    launcher=spec.launcher(), placement=placement,
+                    launcher=launcher, placement=placement,
                     recorder=Recorder(job_dir, store), localizer=localizer)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackscale.certify import Placement
-from rackscale.certify.runners import SCALEOUT
 from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
 from rackscale.errors import UserError
 from rackscale.recovery.config import JobConfig
@@ -33,7 +32,7 @@ from rackscale.recovery.detect import (
 )
 from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
-from rackscale.recovery.launch import Launcher, RankProcess, stop_all
+from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.localize import Localized, Localizer
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
@@ -156,10 +155,9 @@ class Supervisor:
         st, setup = self.state, self.setup
         st.attempt += 1
         port = _free_port()
-        # rank 0 hosts the rendezvous: its scale-out address (a lab namespace's own address;
-        # the loopback when every rank is a process on this host)
-        master = setup.placement.place(st.assignment[0]).fabrics.get(SCALEOUT,
-                                                                     ("", "127.0.0.1"))[1]
+        # rank 0 hosts the rendezvous: its scale-out address (a lab namespace's own address,
+        # a Slurm node's; the loopback when every rank is a process on this host)
+        master = master_addr(setup.placement.place(st.assignment[0]))
         self.procs = []
         for rank, slot in enumerate(st.assignment):
             env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
@@ -252,6 +250,10 @@ class Supervisor:
             if loc.component is not None:
                 upd |= {"slot": slot, "component": loc.component, "fault_kind": loc.kind or ""}
             inc = inc.model_copy(update=upd)
+        if isinstance(self.setup.launcher, Excluder):  # e.g. a Slurm drain of its node
+            node = self.setup.launcher.exclude(self.setup.placement.place(slot),
+                                               f"{st.excluded[slot]} of job {st.job}")
+            inc = inc.model_copy(update={"evidence": {**inc.evidence, "drained": node}})
         inc = inc.model_copy(update={"fault_kind": self.setup.recorder.exclude(inc)})
         if spare is None:
             inc = inc.model_copy(update={"outcome": "no_spare"})
