@@ -52,9 +52,9 @@ def main() -> int:
     target = "PASS" if wall <= 60 else "FAIL"
     print(f"\n[1] vectorised engine, {trials} trials: {wall:.2f} s wall ({cpu:.2f} s CPU), "
           f"{tl.steps} lockstep steps -> {target} (goal <= 60 s)")
-    print(f"    simulated ETTR {r['ettr']['mean']:.4f} ± {r['ettr']['ci95']:.4f}; "
-          f"interruptions {r['interruptions']['mean']:.0f}/trial; job MTTF "
-          f"{r['job_mttf_h'] * 60:.1f} min")
+    print(f"    simulated ETTR {r.ettr.mean:.4f} ± {r.ettr.ci95:.4f}; "
+          f"interruptions {r.interruptions.mean:.0f}/trial; job MTTF "
+          f"{r.job_mttf_h * 60:.1f} min")
 
     ps = plan(cfg.model_copy(update={"trials": simpy_trials}), fleet)
     if simpy_trials != trials:
@@ -62,8 +62,8 @@ def main() -> int:
         r = summarize(ps, tl, wall)
     tls, wall_s, cpu_s = timed(simulate_simpy, ps)
     rs = summarize(ps, tls, wall_s)
-    se = math.hypot(r["ettr"]["ci95"], rs["ettr"]["ci95"]) / 1.959964
-    diff = r["ettr"]["mean"] - rs["ettr"]["mean"]
+    se = math.hypot(r.ettr.ci95, rs.ettr.ci95) / 1.959964
+    diff = r.ettr.mean - rs.ettr.mean
     ratio = wall_s / wall
     agree = "agree" if abs(diff) < 3 * se else "DISAGREE"
     verdict = ("smoke run: the 10x goal is judged on the full run" if args.quick
@@ -71,13 +71,13 @@ def main() -> int:
     print(f"\n[2] same inputs, {simpy_trials} trials each: SimPy {wall_s:.2f} s wall "
           f"({cpu_s:.2f} s CPU) vs engine {wall:.2f} s -> {ratio:.1f}x "
           f"({verdict}; CPU ratio {cpu_s / cpu:.1f}x)")
-    print(f"    ETTR engine {r['ettr']['mean']:.4f} ± {r['ettr']['ci95']:.4f}, SimPy "
-          f"{rs['ettr']['mean']:.4f} ± {rs['ettr']['ci95']:.4f}: difference {diff:+.4f} = "
+    print(f"    ETTR engine {r.ettr.mean:.4f} ± {r.ettr.ci95:.4f}, SimPy "
+          f"{rs.ettr.mean:.4f} ± {rs.ettr.ci95:.4f}: difference {diff:+.4f} = "
           f"{abs(diff) / se:.1f} standard errors -> {agree}")
     for key in ("recompute", "restart", "detection", "waiting for repair or spare",
                 "straggler slowdown"):
-        print(f"    lost h/trial {key:28s} engine {r['lost_hours_by_cause'][key]:8.2f}  "
-              f"SimPy {rs['lost_hours_by_cause'][key]:8.2f}")
+        print(f"    lost h/trial {key:28s} engine {r.lost_hours_by_cause[key]:8.2f}  "
+              f"SimPy {rs.lost_hours_by_cause[key]:8.2f}")
     if not args.quick:
         # Worst case for the engine: no hot-spare trays, so every tray fault swaps a rack and
         # the job spends most of its time waiting for repairs (many more events).
@@ -88,8 +88,8 @@ def main() -> int:
         print(f"\n[3] waiting-heavy variant ({p2.units_job} whole racks, {p2.units_spare} spare, "
               f"no hot-spare trays), 100 trials: {wall:.2f} s wall ({cpu:.2f} s CPU), "
               f"{tl.steps} steps -> {'PASS' if wall <= 60 else 'FAIL'}; simulated ETTR "
-              f"{r2['ettr']['mean']:.4f} (waiting "
-              f"{r2['lost_hours_by_cause']['waiting for repair or spare']:.0f} h/trial)")
+              f"{r2.ettr.mean:.4f} (waiting "
+              f"{r2.lost_hours_by_cause['waiting for repair or spare']:.0f} h/trial)")
     return 0 if agree == "agree" else 1
 
 

@@ -99,7 +99,7 @@ def view_of(topo: Topology) -> StoreView:
         "simulated": True, "run_id": "sim-1", "fleet": topo.spec.name, "job_gpus": 432,
         "days": 30, "trials": 200, "seed": 7, "failure_model": "llama3",
         "ckpt_interval_min": 20.0, "ettr": {"mean": 0.93, "ci95": 0.02},
-        "job_mtbf_model_h": float("inf")}, "simulate")
+        "goodput": {"total": 0.37}, "job_mtbf_model_h": float("inf")}, "simulate")
     gpus = {topo.ids[i] for i in range(len(topo.ids)) if topo.kinds[i] == GPU}
     return StoreView(store_url="sqlite:///bench.db", topo=topo, fleet_event=None,
                      inventory_gpus=gpus, inventory_counts={"gpu": len(gpus)},

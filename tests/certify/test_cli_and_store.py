@@ -128,13 +128,14 @@ def test_demo_step_stores_events_and_summary(tmp_path: Path) -> None:
     ctx = DemoContext(topo=topo, store=Store(f"sqlite:///{tmp_path}/d.db"), seed=7,
                       data_dir=tmp_path)
     step_certify(ctx)
-    res = ctx.results["certify"]
+    res = ctx.results.certify
+    assert res is not None
     targets = {f.target for f in load_faults(demo_faults_path(), topo).faults}
-    assert set(res["failed_components"]) == targets
-    assert res["gpus_healthy"] == 504 - 36 - 72 - 72 - 4
+    assert set(res.failed_components) == targets
+    assert res.gpus_healthy == 504 - 36 - 72 - 72 - 4
     assert ctx.store.count_events("certify.") == 1 + 7 + 7 * 18 + 7
     assert (tmp_path / "findings.jsonl").exists()
-    assert np.isfinite(res["campaign_s"])
+    assert np.isfinite(res.summary()["campaign_s"])
 
 
 def test_allreduce_with_a_wrong_sum_is_an_error_not_a_figure() -> None:

@@ -70,6 +70,7 @@ def test_demo_step_saves_through_every_tier_and_restores_cold(tmp_path: Path) ->
     from rackscale.checkpoint.demo import demo_checkpoint
     lines: list[str] = []
     out = demo_checkpoint(tmp_path, lines.append)
-    assert out["ok"] and out["restore"]["tier"] == "us-east"
-    assert "archived" in out["saves"][1]["states"]
+    assert out.ok and out.restore.tier == "us-east"
+    assert "archived" in out.saves[1].states
+    assert out.as_dict()["restore"]["tier"] == "us-east"  # the report's checkpoint.json
     assert any("served by us-east" in line for line in lines)

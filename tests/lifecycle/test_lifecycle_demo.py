@@ -24,8 +24,9 @@ def test_demo_steps_order_and_idempotence(tmp_path: Path) -> None:
         return ctx
 
     ctx = run_all()
-    lc = ctx.results["lifecycle"]
-    assert lc["onboarding"]["flow_before_power"] == 7
+    lc = ctx.results.lifecycle
+    assert lc is not None and lc.onboarding is not None and lc.triage is not None
+    assert lc.onboarding.flow_before_power == 7
     # Expected states follow from the certification step's real findings on the twin:
     # a rack-level part (CDU, switch tray, power shelf) sends its rack to maintenance; a
     # finding inside a tray sends that tray to triage and leaves its rack degraded.
@@ -40,11 +41,13 @@ def test_demo_steps_order_and_idempotence(tmp_path: Path) -> None:
         elif comp.kind in ("gpu", "nic", "cpu", "dpu"):
             trays.add(comp.parent)
     degraded = {topo.component(t).rack for t in trays} - rack_level
-    assert lc["counts"]["rack"] == {
+    assert lc.counts["rack"] == {
         k: v for k, v in {"maintenance": len(rack_level), "degraded": len(degraded),
                           "production": 7 - len(rack_level) - len(degraded)}.items() if v}
-    assert lc["counts"]["tray"]["triage"] == len(trays)
+    assert lc.counts["tray"]["triage"] == len(trays)
     n = store.count_events("lifecycle.transition")
     ctx = run_all()
     assert store.count_events("lifecycle.transition") == n
-    assert ctx.results["lifecycle"]["onboarding"]["transitions"] == 0
+    again = ctx.results.lifecycle
+    assert again is not None and again.onboarding is not None
+    assert again.onboarding.transitions == 0

@@ -79,8 +79,10 @@ def memory_view(topo: Topology, faults: list[tuple[str, str]],
             "stages_passed": [1, 2, 3, 4] if ok else [1]}, "certify"))
     view.certify_run = _event(next(seq), topo.spec.name, "certify.run", run, "certify")
     view.simulate_run = _event(next(seq), topo.spec.name, "simulate.run", {
-        "simulated": True, "run_id": "sim-big", "job_gpus": 65536, "days": 30, "trials": 50,
-        "seed": 1, "ettr": {"mean": 0.9, "ci95": 0.01}}, "simulate")
+        "simulated": True, "run_id": "sim-big", "fleet": topo.spec.name, "job_gpus": 65536,
+        "days": 30, "trials": 50, "seed": 1, "failure_model": "llama3",
+        "ckpt_interval_min": 30.0, "ettr": {"mean": 0.9, "ci95": 0.01},
+        "goodput": {"total": 0.36}}, "simulate")
     view.last_seq = next(seq) - 1
     return view
 

@@ -211,8 +211,10 @@ def test_ledger_is_monotone_for_any_events(topo: Topology, data: st.DataObject) 
                 "stages_passed": ["domain"]}))
     if data.draw(st.booleans()):
         view.simulate_run = _event(seq + 4, topo.spec.name, "simulate.run", {
-            "goodput": {"total": data.draw(st.floats(0, 1))},
-            "ettr": {"mean": 0.9, "ci95": [0.85, 0.95]}})
+            "run_id": "sim-p", "fleet": topo.spec.name, "simulated": True, "job_gpus": 72,
+            "days": 1, "trials": 2, "seed": 0, "failure_model": "llama3",
+            "ckpt_interval_min": 30, "goodput": {"total": data.draw(st.floats(0, 1))},
+            "ettr": {"mean": data.draw(st.floats(0, 1)), "ci95": [0.85, 0.95]}})
     ledger = build_ledger(view)
     assert_monotone(ledger)
     assert ledger.step("installed").count == len(view.inventory_gpus)

@@ -31,6 +31,12 @@ def topo() -> Topology:
     return Topology.build(synthetic_fleet(2, regions=1))
 
 
+SIM_BASE: dict[str, Any] = {
+    "run_id": "sim-t", "fleet": "synthetic-2", "simulated": True, "job_gpus": 144, "days": 1.0,
+    "trials": 2, "seed": 0, "failure_model": "llama3", "ckpt_interval_min": 30.0,
+    "goodput": {"total": 0.4}}
+
+
 class V:
     """Builds a StoreView event by event, numbering events like the store does."""
 
@@ -75,7 +81,9 @@ class V:
         return self
 
     def sim(self, **payload: Any) -> V:
-        self.view.simulate_run = self.ev("synthetic-2", "simulate.run", payload)
+        """A simulate.run: the contract's required fields (no ETTR: each test gives its own)
+        with `payload` over them."""
+        self.view.simulate_run = self.ev("synthetic-2", "simulate.run", SIM_BASE | payload)
         return self
 
     def ledger(self, shape: JobShape | None = None):
@@ -419,12 +427,22 @@ def test_goodput_not_run_and_invalid(topo):
     assert (step.count, step.reason, step.basis, step.note) == (
         144, "simulate_not_run", "not_run", "simulation not run")
     assert step.source == "no simulate.run events: count carried through"
+    # A payload outside the contract (an ETTR as a bare number or a string, no ETTR) is not
+    # applied, nor is a typed one whose ETTR and goodput split are both out of range.
     for bad in ({"ettr": 1.5}, {"ettr": -0.1}, {"ettr": float("nan")}, {"ettr": "0.9"},
-                {"goodput": {"scheduling": 0.9}}, {"goodput": 0.9}, {"other": 1}):
+                {"goodput": {"scheduling": 0.9}}, {"goodput": 0.9}, {"other": 1},
+                {"ettr": {"mean": 1.5}}, {"ettr": {"mean": float("nan")}}):
         step = _goodput(topo, **bad)
         assert (step.count, step.reason, step.basis) == (144, "simulate_invalid", "not_run"), bad
         assert step.note == "simulate.run has no ETTR or goodput in [0, 1]"
         assert step.source.endswith("no usable goodput figure")
+
+
+def test_a_simulation_outside_its_contract_is_named_in_the_warnings(topo):
+    v = V(topo).all_production().sim(ettr={"mean": 0.9}, job_gpus="many")
+    (warning,) = [w for w in v.ledger().warnings if "simulate.run" in w]
+    assert "is not applied" in warning and "job_gpus" in warning
+    assert v.ledger().step("goodput").reason == "simulate_invalid"
 
 
 def test_goodput_from_ettr_with_its_interval(topo):
@@ -435,6 +453,7 @@ def test_goodput_from_ettr_with_its_interval(topo):
     assert step.lost == {"goodput_loss": 14.4}
     assert (step.reason, step.basis, step.note) == ("simulated_goodput", "simulated", "")
     assert step.provenance == {"run_id": "s-1", "seed": 4, "days": 2, "job_gpus": 144,
+                               "failure_model": "llama3", "trials": 2, "ckpt_interval_min": 30,
                                "event_seq": 3, "fraction": 0.9, "figure": "ettr"}
     assert step.source == ("simulate.run s-1 (event seq 3): certified GPUs x ettr 0.900")
     assert _goodput(topo, ettr={"mean": 0.5, "ci95": [0.25, 0.75]}).ci95 == [36.0, 108.0]
@@ -445,7 +464,7 @@ def test_goodput_from_ettr_with_its_interval(topo):
 
 def test_goodput_interval_ends_are_rounded_to_one_decimal(topo):
     assert _goodput(topo, ettr={"mean": 0.5, "ci95": [0.2211, 0.7777]}).ci95 == [31.8, 112.0]
-    assert _goodput(topo, ettr=0.7777).count == 112.0  # 111.9888
+    assert _goodput(topo, ettr={"mean": 0.7777}).count == 112.0  # 111.9888
 
 
 def test_goodput_interval_is_clamped_to_the_certified_count(topo):
@@ -454,34 +473,35 @@ def test_goodput_interval_is_clamped_to_the_certified_count(topo):
 
 
 def test_goodput_edges_and_plain_ettr(topo):
-    assert _goodput(topo, ettr=0.75).count == 108.0
-    assert _goodput(topo, ettr=0.75).ci95 is None
+    assert _goodput(topo, ettr={"mean": 0.75}).count == 108.0
+    assert _goodput(topo, ettr={"mean": 0.75}).ci95 is None
     for ettr, count in ((1.0, 144.0), (0.0, 0.0)):  # both ends of [0, 1] are an ETTR
-        step = _goodput(topo, ettr=ettr)
+        step = _goodput(topo, ettr={"mean": ettr})
         assert (step.count, step.reason, step.provenance["figure"]) == (
             count, "simulated_goodput", "ettr")
 
 
 def test_goodput_falls_back_to_scheduling_times_runtime(topo):
-    step = _goodput(topo, ettr={"mean": 2.0}, goodput={"scheduling": 0.5, "runtime": 0.8})
+    def split(**goodput: float):  # an ETTR out of range: the goodput split is used
+        return _goodput(topo, ettr={"mean": 2.0}, goodput={"total": 0.4} | goodput)
+
+    step = split(scheduling=0.5, runtime=0.8)
     assert step.count == 57.6
     assert step.provenance["figure"] == "goodput.scheduling x goodput.runtime"
     assert step.source.endswith("certified GPUs x goodput.scheduling x goodput.runtime 0.400")
-    whole = _goodput(topo, goodput={"scheduling": 1.0, "runtime": 1.0})
+    whole = split(scheduling=1.0, runtime=1.0)
     assert (whole.count, whole.reason) == (144.0, "simulated_goodput")  # 1.0 is in range
-    none = _goodput(topo, goodput={"scheduling": 0.0, "runtime": 0.5})
+    none = split(scheduling=0.0, runtime=0.5)
     assert (none.count, none.reason) == (0.0, "simulated_goodput")  # so is 0.0
-    assert _goodput(topo, goodput={"scheduling": 0.9, "runtime": 0.5}).count == 64.8  # 0.45
-    assert _goodput(topo, goodput={"scheduling": 2.0, "runtime": 0.6}).reason == \
-        "simulate_invalid"
-    assert _goodput(topo, goodput={"scheduling": -1.0, "runtime": 0.5}).reason == \
-        "simulate_invalid"
+    assert split(scheduling=0.9, runtime=0.5).count == 64.8  # 0.45
+    assert split(scheduling=2.0, runtime=0.6).reason == "simulate_invalid"
+    assert split(scheduling=-1.0, runtime=0.5).reason == "simulate_invalid"
 
 
 def test_goodput_notes_a_simulated_job_of_another_size(topo):
-    step = _goodput(topo, ettr=0.9, job_gpus=432)
+    step = _goodput(topo, ettr={"mean": 0.9}, job_gpus=432)
     assert step.note == "simulated job of 432 GPUs; its ETTR applied to the 144 certified GPUs"
-    assert _goodput(topo, ettr=0.9, job_gpus="432").note == ""
+    assert _goodput(topo, ettr={"mean": 0.9}, job_gpus=144).note == ""
 
 
 def test_a_domain_fault_flags_every_tray_of_its_domain_only(topo):

@@ -134,7 +134,10 @@ def test_goodput_section_has_no_scientific_notation() -> None:
     from rackscale.report.page import _goodput
 
     doc = {"simulation": {"status": "ran", "seq": 9, "payload": {
-        "ettr": {"mean": 0.99991, "ci95": 8.783e-05}, "goodput": {"runtime": 0.99991},
+        "run_id": "sim-1", "fleet": "seed-504", "simulated": True, "seed": 1,
+        "failure_model": "llama3", "ckpt_interval_min": 30,
+        "ettr": {"mean": 0.99991, "ci95": 8.783e-05},
+        "goodput": {"runtime": 0.99991, "total": 0.4},
         "goodput_ci95": {"runtime": 8.783e-05}, "job_gpus": 72, "days": 30, "trials": 20,
         "job_mttf_h": 1.234e6}}, "sweep": {"status": "not_run"}}
     html = _goodput(doc)

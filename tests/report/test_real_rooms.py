@@ -46,6 +46,7 @@ def test_report_on_the_real_rooms(tmp_path: Path) -> None:
         doc = json.loads((tmp_path / "report" / "report.json").read_text())
         validate_document(doc)
         assert [s["count"] for s in doc["ledger"]] == counts
-        assert ctx.results["report"]["html"].endswith("report.html")
+        assert ctx.results.report is not None
+        assert ctx.results.report.html.name == "report.html"
     finally:
         store.close()

@@ -144,10 +144,11 @@ def test_the_demo_report_is_signed_and_verifies(tmp_path: Path) -> None:
             step(ctx)
     finally:
         store.close()
-    assert ctx.results["report"]["verified"] is True
+    rep = ctx.results.report
+    assert rep is not None and rep.verified is True
     out = tmp_path / "report"
     html = (out / "report.html").read_text()
-    assert ctx.results["report"]["evidence_root"] in html and ">verified</b>" in html
+    assert rep.evidence_root in html and ">verified</b>" in html
     key = tmp_path / "keys" / "demo-signing.pem"
     assert oct(key.stat().st_mode & 0o777) == "0o600"
     d = json.loads((out / "disclosure.json").read_text())

@@ -127,6 +127,6 @@ def test_a_larger_measured_restart_cost_never_raises_ettr(a: float, b: float) ->
     ettr = {}
     for cost in (a, b):
         m = measured_recovery([{"detect_s": 0.0, "downtime_s": cost}], "test")
-        ettr[cost] = run(with_recovery(cfg, m)[0], shape)["ettr"]["mean"]
+        ettr[cost] = run(with_recovery(cfg, m)[0], shape).ettr.mean
     lo, hi = sorted((a, b))
     assert ettr[hi] <= ettr[lo] + 1e-12

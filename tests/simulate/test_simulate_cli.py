@@ -90,20 +90,24 @@ def test_demo_step_sizes_job_to_certified_capacity(tmp_path):
     step_fleet(ctx)
     step_certify(ctx)  # the real ladder on the twin with the shipped faults
     step_simulate(ctx)
-    r = ctx.results["simulate"]
+    step = ctx.results.simulate
+    assert step is not None and step.result is not None and step.skipped is None
+    r = step.result
     certified = build_ledger(collect(ctx.store)).step("certified").count
     assert 0 < certified < 504  # the shipped faults leave some, not all, domains whole
-    assert r["job_gpus"] == certified and r["job_gpus"] % 72 == 0
+    assert r.job_gpus == step.job_gpus == certified and r.job_gpus % 72 == 0
     events = list(ctx.store.events(kind="simulate.run"))
     assert len(events) == 1
     assert events[0].payload["simulated"] is True
-    assert events[0].payload["ettr"]["mean"] == r["ettr"]["mean"]
+    assert events[0].payload["ettr"]["mean"] == r.ettr.mean
 
 
 def test_demo_step_without_certification_uses_whole_fleet(tmp_path):
     ctx = _ctx(tmp_path)
     step_simulate(ctx)
-    assert ctx.results["simulate"]["job_gpus"] == 504
+    step = ctx.results.simulate
+    assert step is not None and step.result is not None
+    assert step.job_gpus == step.result.job_gpus == 504
 
 
 def test_sweep_of_spare_domains_reports_optimum_and_young_daly(tmp_path):

@@ -110,13 +110,13 @@ def test_restore_time_adds_to_the_lost_time_of_every_failure(fleet):
     ETTR falls by what the Meta formula's u0 + r predicts."""
     a = run(_cfg(_storage(60.0)), fleet)
     b = run(_cfg(_storage(660.0)), fleet)  # +10 min restore
-    per_a = a["lost_hours_by_cause"]["restart"] / a["interruptions"]["mean"]
-    per_b = b["lost_hours_by_cause"]["restart"] / b["interruptions"]["mean"]
+    per_a = a.lost_hours_by_cause["restart"] / a.interruptions.mean
+    per_b = b.lost_hours_by_cause["restart"] / b.interruptions.mean
     # a failure during a recovery cuts it short, so slightly less than the whole 10 min
     assert per_b - per_a == pytest.approx(600 / 3600, rel=0.08)
     p = plan(_cfg(_storage(60.0)), fleet)
     predicted = p.fail_rate_h * (600 / 3600) / (1 + p.w_h / p.tau_h)
-    drop = a["ettr"]["mean"] - b["ettr"]["mean"]
+    drop = a.ettr.mean - b.ettr.mean
     assert drop == pytest.approx(predicted, rel=0.2)
 
 
@@ -135,8 +135,8 @@ def test_engine_and_whatif_agree_when_no_job_waits(fleet, restore, exposed, inte
     p = plan(cfg, fleet)
     ev = evaluate(p, draw_failures(p))
     ettr = ev["work"] / p.horizon_h
-    se = math.hypot(eng["ettr"]["ci95"], 1.96 * ettr.std(ddof=1) / math.sqrt(ettr.size))
-    assert abs(eng["ettr"]["mean"] - ettr.mean()) < 1.5 * se + 1e-3
+    se = math.hypot(eng.ettr.ci95, 1.96 * ettr.std(ddof=1) / math.sqrt(ettr.size))
+    assert abs(eng.ettr.mean - ettr.mean()) < 1.5 * se + 1e-3
 
 
 def test_a_checkpoint_not_yet_durable_rolls_back_one_more_interval(fleet):
@@ -195,7 +195,7 @@ def test_whatif_prices_replication_at_the_outage_it_avoids(fleet):
 def test_region_loss_is_a_cause_in_simulate_run(fleet):
     st_ = _storage(120.0, region_loss_per_year=365.0)
     out = run(_cfg(st_, trials=50), fleet)
-    assert out["interruptions_by_cause"]["region loss (power, network)"] == pytest.approx(
+    assert out.interruptions_by_cause["region loss (power, network)"] == pytest.approx(
         30, rel=0.2)
 
 

@@ -7,8 +7,7 @@ on a bare GPU machine that has torch and numpy but not the store's SQLAlchemy or
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rackscale.lazy import lazy_exports
 
 _EXPORTS = {
     "TwinBackend": "backends", "Campaign": "campaign", "ProbeFailed": "campaign",
@@ -32,9 +31,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

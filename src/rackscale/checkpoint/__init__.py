@@ -12,7 +12,7 @@ from rackscale.checkpoint.config import (
     load_config,
     parse_config,
 )
-from rackscale.checkpoint.demo import demo_checkpoint
+from rackscale.checkpoint.demo import DemoCheckpoint, demo_checkpoint
 from rackscale.checkpoint.errors import (
     AlreadyCommitted,
     AlreadyExists,
@@ -42,6 +42,7 @@ from rackscale.checkpoint.restore import Restorer, RestoreReport
 from rackscale.checkpoint.retention import GcReport, gc
 from rackscale.checkpoint.saver import CheckpointManager, SaveHandle, SaveReport
 from rackscale.checkpoint.tiers import Tiers
+from rackscale.lazy import lazy_exports
 
 __all__ = [
     "AlreadyCommitted",
@@ -50,6 +51,7 @@ __all__ = [
     "CheckpointManager",
     "CkptState",
     "ConfigError",
+    "DemoCheckpoint",
     "GcReport",
     "IntegrityError",
     "LocalDirStore",
@@ -94,10 +96,5 @@ __all__ = [
 _TORCH = {"TieredStorageReader", "TieredStorageWriter"}
 
 
-def __getattr__(name: str) -> object:
-    # The DCP writer and reader need torch (an optional extra): imported on first use only.
-    if name in _TORCH:
-        from rackscale.checkpoint import dcp
-
-        return getattr(dcp, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The DCP writer and reader need torch (an optional extra): imported on first use only.
+__getattr__ = lazy_exports(__name__, dict.fromkeys(_TORCH, "dcp"), globals())

@@ -5,17 +5,34 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rackscale.checkpoint.config import default_config
-from rackscale.checkpoint.restore import Restorer
-from rackscale.checkpoint.saver import CheckpointManager
+from rackscale.checkpoint.restore import Restorer, RestoreReport
+from rackscale.checkpoint.saver import CheckpointManager, SaveReport
 from rackscale.checkpoint.tiers import Tiers
 
 
-def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -> dict:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoCheckpoint:
+    """The demo's two saves, the cold restore, and whether the restored state is the saved
+    one (every figure measured on this host)."""
+
+    saves: list[SaveReport]
+    restore: RestoreReport
+    ok: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's `checkpoint.json` evidence: `{saves, restore, ok}`."""
+        return {"saves": [r.as_dict() for r in self.saves], "restore": self.restore.as_dict(),
+                "ok": self.ok}
+
+
+def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -> DemoCheckpoint:
     # The same tiers `rackscale checkpoint ls` shows; the demo owns them and starts afresh
     # (manifests are write-once, so re-running must not meet its previous run's ids).
     cfg = default_config(data_dir)
@@ -36,4 +53,4 @@ def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -
     ok = np.array_equal(got["model.weight"], state["model.weight"])
     say(f"restored {rep.id} from a cold cache: served by {rep.tier}, hashes verified "
         f"{'OK' if ok else 'MISMATCH'}, {rep.seconds * 1e3:.0f} ms  (measured)")
-    return {"saves": [r1.as_dict(), r2.as_dict()], "restore": rep.as_dict(), "ok": ok}
+    return DemoCheckpoint(saves=[r1, r2], restore=rep, ok=bool(ok))

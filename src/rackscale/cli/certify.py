@@ -397,7 +397,4 @@ def step_certify(ctx: DemoContext) -> None:
                         faults_file=path, show_progress=True)
     _save(ctx.store, result, ctx.data_dir / FINDINGS_FILE)
     print_findings(result)
-    ctx.results["certify"] = result.summary() | {
-        "failed_components": result.failed_components,
-        "findings": [f.as_dict() for f in result.findings],
-    }
+    ctx.results.certify = result

@@ -295,4 +295,4 @@ def profile_cmd(
 
 def step_checkpoint(ctx: DemoContext) -> None:
     """Demo step: save a small state through every tier, restore it from a cold cache."""
-    ctx.results["checkpoint"] = demo_checkpoint(ctx.data_dir, console.print, ctx.seed)
+    ctx.results.checkpoint = demo_checkpoint(ctx.data_dir, console.print, ctx.seed)

@@ -3,8 +3,9 @@
 The demo is a list of steps run in order over one `DemoContext`; each room adds its step to
 STEPS: fleet + inventory -> lifecycle onboarding -> certification -> triage -> checkpoint
 save/restore -> simulation -> report. A step reads what earlier steps left in `ctx.results`
-or in the store. `DemoContext` and `Step` live in `cli/_pipeline.py`, which the noun modules
-import (this module imports them, so they must not import it).
+(one typed result per step) or in the store. `DemoContext`, `Step` and the step results live
+in `cli/_pipeline.py`, which the noun modules import (this module imports them, so they must
+not import it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rackscale.cli._common import DbOption, console, err_console, seed_option
-from rackscale.cli._pipeline import DemoContext, Step
+from rackscale.cli._pipeline import DemoContext, FleetStepResult, Step
 from rackscale.cli.certify import step_certify
 from rackscale.cli.checkpoint import step_checkpoint
 from rackscale.cli.fleet import print_summary
@@ -35,7 +36,7 @@ def step_fleet(ctx: DemoContext) -> None:
     state = "loaded" if result.changed else "already loaded (no change)"
     console.print(f"inventory: {result.total_components} components {state} in "
                   f"{ctx.store.safe_url}")
-    ctx.results["fleet"] = summary | {"load": result.as_dict()}
+    ctx.results.fleet = FleetStepResult(summary=summary, load=result)
 
 
 STEPS: list[Step] = [

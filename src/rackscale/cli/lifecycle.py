@@ -22,7 +22,7 @@ from rackscale.cli._common import (
     plain,
     seed_option,
 )
-from rackscale.cli._pipeline import DemoContext
+from rackscale.cli._pipeline import DemoContext, LifecycleStepResult, Onboarding, Triage
 from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
@@ -316,9 +316,8 @@ def step_onboarding(ctx: DemoContext) -> None:
                   + (" (already onboarded: no change)" if transitions == 0 else "")
                   + f"; coolant flow verified before power-on on {verified}/{len(racks)} racks;"
                   " power and CDUs simulated, no Slurm cluster in the demo")
-    ctx.results["lifecycle"] = {"backend": "simulated", "onboarding": {
-        "transitions": transitions, "passes": passes, "flow_before_power": verified,
-        "racks": len(racks)}, "counts": c}
+    ctx.results.lifecycle = LifecycleStepResult(counts=c, onboarding=Onboarding(
+        transitions=transitions, passes=passes, flow_before_power=verified, racks=len(racks)))
 
 
 def step_triage(ctx: DemoContext) -> None:
@@ -326,7 +325,7 @@ def step_triage(ctx: DemoContext) -> None:
     production. Works, and says so, when certification has not run yet."""
     findings = ctx.store.count_events("certify.finding")
     results = len(ctx.store.events(kind="certify.result", limit=1))
-    cert = ctx.results.get("certify")
+    cert = ctx.results.certify
     rep = apply_findings(ctx.store, ctx.topo)
     promote_passing(ctx.store, ctx.topo, report=rep)
     _demo_controller(ctx).run(until_idle=True, max_passes=50)
@@ -343,7 +342,8 @@ def step_triage(ctx: DemoContext) -> None:
             + (", ".join(f"{k} {v}" for k, v in sorted(rep.promoted.items())) or "none")
             + (" (second run: no change)" if not rep.findings and not rep.promoted else ""))
     console.print(_counts_table("lifecycle after triage", c))
-    out = ctx.results.setdefault("lifecycle", {"backend": "simulated"})
-    out["triage"] = rep.as_dict() | {"certify_events": {"findings": findings,
-                                                        "results_present": bool(results)}}
-    out["counts"] = c
+    triage = Triage(report=rep, findings_seen=findings, results_present=bool(results))
+    if ctx.results.lifecycle is None:
+        ctx.results.lifecycle = LifecycleStepResult(counts=c)
+    ctx.results.lifecycle.triage = triage
+    ctx.results.lifecycle.counts = c

@@ -19,7 +19,7 @@ from rackscale.cli._common import (
     noun,
     out_dir_option,
 )
-from rackscale.cli._pipeline import DemoContext
+from rackscale.cli._pipeline import DemoContext, ReportStepResult
 from rackscale.errors import UserError
 from rackscale.inputs import load_json, read_text
 from rackscale.store import DEFAULT_DATA_DIR, Store
@@ -284,10 +284,11 @@ def step_report(ctx: DemoContext) -> None:
     from rackscale.cli.statement import demo_statement
     from rackscale.report import build_report
 
-    ckpt = ctx.results.get("checkpoint")
+    ckpt = ctx.results.checkpoint
     # The demo's checkpoint save/restore was measured on this host; it joins the evidence.
-    extra = {"checkpoint": ckpt | {"where": "rackscale demo, this host", "on": "checkpoint "
-                                   f"tiers under {ctx.data_dir}/checkpoints"}} if ckpt else None
+    extra = {"checkpoint": ckpt.as_dict() | {
+        "where": "rackscale demo, this host",
+        "on": f"checkpoint tiers under {ctx.data_dir}/checkpoints"}} if ckpt else None
     built = build_report(ctx.store, ctx.data_dir / "report", extra=extra)
     doc = built.doc
     print_ledger(doc)
@@ -301,6 +302,7 @@ def step_report(ctx: DemoContext) -> None:
         f"{built.seconds:.2f} s (measured)", highlight=False, markup=False)
     verified = demo_statement(ctx.data_dir, ctx.data_dir / "report")
     console.print(f"report: [bold]{built.html_path.resolve()}[/]")
-    ctx.results["report"] = {"html": str(built.html_path), "json": str(built.json_path),
-                             "ledger": {k: s["count"] for k, s in steps.items()},
-                             "evidence_root": doc["evidence"]["root"], "verified": verified}
+    ctx.results.report = ReportStepResult(
+        html=built.html_path, json=built.json_path,
+        ledger={k: s["count"] for k, s in steps.items()},
+        evidence_root=doc["evidence"]["root"], verified=verified)

@@ -24,7 +24,7 @@ from rackscale.cli._common import (
     out_dir_option,
 )
 from rackscale.cli._options import CONFIG, ConfigOption, config_options
-from rackscale.cli._pipeline import DemoContext
+from rackscale.cli._pipeline import DemoContext, SimulateStepResult
 from rackscale.cli.fleet import resolve_spec
 from rackscale.cli.storage import (
     CacheOpt,
@@ -56,11 +56,11 @@ from rackscale.simulate import (
     FleetShape,
     RecoveryFileError,
     SimConfig,
+    SimResult,
     incidents_from_file,
     incidents_from_store,
     make_config,
     measured_recovery,
-    payload,
     plan,
     run,
     sweep,
@@ -168,12 +168,12 @@ def run_cmd(
     with _progress(as_json) as bar:
         task = bar.add_task(f"simulating {cfg.trials} trials x {cfg.days:g} days", total=1.0)
         result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
-    result = label_storage(result, cfg) | {"recovery": used}
+    result = label_storage(result, cfg).with_(recovery=used)
     if store is not None:
-        store.append_event(shape.name, "simulate.run", payload(result),
-                               actor="cli", reason="rackscale simulate run")
+        store.append_event(shape.name, "simulate.run", result.payload(),
+                           actor="cli", reason="rackscale simulate run")
     if as_json:
-        emit_json(result)
+        emit_json(result.as_dict())
         return
     print_result(result)
 
@@ -191,45 +191,45 @@ def print_recovery(used: dict[str, Any] | None) -> None:
                       f"detection {detect} (--detect)")
 
 
-def print_result(r: dict[str, Any], *, causes: int = 8) -> None:
-    e, g, gc = r["ettr"], r["goodput"], r["goodput_ci95"]
+def print_result(r: SimResult, *, causes: int = 8) -> None:
+    e, g, gc = r.ettr, r.goodput, r.goodput_ci95
     console.print(f"[bold]{SIMULATED}[/]")
-    units = "domains" if r["align"] == "domain" else "trays"
-    alloc = r.get("job_gpus_allocated", r["job_gpus"])
+    units = "domains" if r.align == "domain" else "trays"
+    alloc = r.job_gpus_allocated
     # The job holds whole units: say so when that rounds the request up (100 -> 144 GPUs).
-    job = (f"{r['job_gpus']} GPUs" if alloc == r["job_gpus"] else
-           f"{r['job_gpus']} GPUs requested, {alloc} allocated as whole {units}")
-    where = f"fleet {r['fleet']} ({r['fleet_gpus']} GPUs)"
-    if r.get("pool_gpus", r["fleet_gpus"]) != r["fleet_gpus"]:
-        where = (f"pool {r['pool']} ({r['pool_gpus']} of the {r['fleet_gpus']} GPUs of fleet "
-                 f"{r['fleet']}; choose with --pool)")
+    job = (f"{r.job_gpus} GPUs" if alloc == r.job_gpus else
+           f"{r.job_gpus} GPUs requested, {alloc} allocated as whole {units}")
+    where = f"fleet {r.fleet} ({r.fleet_gpus} GPUs)"
+    if r.pool_gpus != r.fleet_gpus:
+        where = (f"pool {r.pool} ({r.pool_gpus} of the {r.fleet_gpus} GPUs of fleet "
+                 f"{r.fleet}; choose with --pool)")
     console.print(
-        f"job {job} ({r['units_job']} {units}, {r['units_spare']} spare) "
+        f"job {job} ({r.units_job} {units}, {r.units_spare} spare) "
         f"on {where}, "
-        f"{r['days']:g} days x {r['trials']} trials, failure model {r['failure_model']}, "
-        f"checkpoint every {r['ckpt_interval_min']:g} min ({r['ckpt_cost_s']:g} s blocking)")
+        f"{r.days:g} days x {r.trials} trials, failure model {r.failure_model}, "
+        f"checkpoint every {r.ckpt_interval_min:g} min ({r.ckpt_cost_s:g} s blocking)")
     print_storage(r)
-    print_recovery(r.get("recovery"))
-    console.print(f"ETTR [bold]{e['mean']:.4f}[/] ± {e['ci95']:.4f} (95% CI)")
+    print_recovery(r.recovery)
+    console.print(f"ETTR [bold]{e.mean:.4f}[/] ± {e.ci95:.4f} (95% CI)")
     console.print(
         "goodput = scheduling x runtime x program = "
-        f"{g['scheduling']:.4f} x {g['runtime']:.4f} x {g['program']:.4f} = "
-        f"[bold]{g['total']:.4f}[/] ± {gc['total']:.4f}")
-    console.print(f"job MTTF {r['job_mttf_h']:.2f} h (model {r['job_mtbf_model_h']:.2f} h); "
-                  f"interruptions {r['interruptions']['mean']:.1f} ± "
-                  f"{r['interruptions']['ci95']:.1f} per trial; rack escalations "
-                  f"{r['rack_escalations']:.2f}; Young/Daly interval {r['young_min']:.1f}/"
-                  f"{r['daly_min']:.1f} min")
+        f"{g.scheduling:.4f} x {g.runtime:.4f} x {g.program:.4f} = "
+        f"[bold]{g.total:.4f}[/] ± {gc['total']:.4f}")
+    console.print(f"job MTTF {r.job_mttf_h:.2f} h (model {r.job_mtbf_model_h:.2f} h); "
+                  f"interruptions {r.interruptions.mean:.1f} ± "
+                  f"{r.interruptions.ci95:.1f} per trial; rack escalations "
+                  f"{r.rack_escalations:.2f}; Young/Daly interval {r.young_min:.1f}/"
+                  f"{r.daly_min:.1f} min")
     t = Table(title="interruptions per trial by cause (simulated)")
     t.add_column("cause")
     t.add_column("per trial", justify="right")
-    top = sorted(r["interruptions_by_cause"].items(), key=lambda kv: -kv[1])
+    top = sorted(r.interruptions_by_cause.items(), key=lambda kv: -kv[1])
     for name, n in top[:causes]:
         t.add_row(name, f"{n:.2f}")
     lost = Table(title="hours lost per trial by cause (simulated)")
     lost.add_column("cause")
     lost.add_column("hours", justify="right")
-    for name, hours in r["lost_hours_by_cause"].items():
+    for name, hours in r.lost_hours_by_cause.items():
         lost.add_row(name, f"{hours:.1f}")
     console.print(t)
     console.print(lost)
@@ -269,26 +269,25 @@ def sweep_cmd(
     csv_path, png_path = out / f"sweep-{param}.csv", out / f"sweep-{param}.png"
     write_csv(result, csv_path)
     write_png(result, png_path)
-    result |= {"csv": str(csv_path), "png": str(png_path)}
     if store is not None:
         store.append_event(shape.name, "simulate.sweep", sweep_payload(
             result, fleet=shape.name, job_gpus=cfg.job_gpus, days=cfg.days, trials=cfg.trials,
             seed=cfg.seed), actor="cli", reason="rackscale simulate sweep")
     if as_json:
-        emit_json(result)
+        emit_json(result.as_dict() | {"csv": str(csv_path), "png": str(png_path)})
         return
     t = Table(title=f"ETTR vs {param} ({SIMULATED})")
     for col in (param, "ETTR", "± 95% CI", "goodput", "MTTF h"):
         t.add_column(col, justify="right")
-    for pt in result["points"]:
-        t.add_row(f"{pt['value']:g}", f"{pt['ettr']['mean']:.4f}", f"{pt['ettr']['ci95']:.4f}",
-                  f"{pt['goodput']['total']:.4f}", f"{pt['job_mttf_h']:.2f}")
+    for pt in result.points:
+        t.add_row(f"{pt.value:g}", f"{pt.ettr.mean:.4f}", f"{pt.ettr.ci95:.4f}",
+                  f"{pt.goodput.total:.4f}", f"{pt.job_mttf_h:.2f}")
     console.print(t)
-    best = result["optimum"]
-    fitted = f" (parabola fit {best['fitted_min']:.1f})" if "fitted_min" in best else ""
-    console.print(f"optimum found: {param} = [bold]{best['value']:g}[/]{fitted}, ETTR "
-                  f"{best['ettr']['mean']:.4f}; Young/Daly interval: {result['young_min']:.1f} / "
-                  f"{result['daly_min']:.1f} min")
+    best = result.optimum
+    fitted = "" if best.fitted_min is None else f" (parabola fit {best.fitted_min:.1f})"
+    console.print(f"optimum found: {param} = [bold]{best.value:g}[/]{fitted}, ETTR "
+                  f"{best.ettr.mean:.4f}; Young/Daly interval: {result.young_min:.1f} / "
+                  f"{result.daly_min:.1f} min")
     console.print(f"wrote {csv_path} and {png_path}")
 
 
@@ -296,7 +295,7 @@ def step_simulate(ctx: DemoContext) -> None:
     """Demo: a 30-day job on the seed fleet, sized to the certified capacity if there is one."""
     fleet = FleetShape.from_spec(ctx.topo.spec)
     domain = fleet.trays_per_domain * fleet.gpus_per_tray
-    if ctx.results.get("certify") is not None:
+    if ctx.results.certify is not None:
         # Size the job by the same rule the usable-capacity report applies (whole, fully
         # healthy, certified NVLink domains), so the demo's figures agree with each other.
         from rackscale.report import build_ledger, collect
@@ -308,7 +307,8 @@ def step_simulate(ctx: DemoContext) -> None:
                f"{domain}-GPU NVLink domains (the report's ledger, step 6)")
         if job == 0:
             console.print(f"no whole {domain}-GPU domain certified healthy: nothing to simulate")
-            ctx.results["simulate"] = {"simulated": True, "skipped": "no certified domain"}
+            ctx.results.simulate = SimulateStepResult(job_gpus=0, how=how, result=None,
+                                                      skipped="no certified domain")
             return
     else:
         job = fleet.gpus
@@ -317,13 +317,13 @@ def step_simulate(ctx: DemoContext) -> None:
     cfg = make_config(job_gpus=job, days=30, trials=200, seed=ctx.seed)
     result = run(cfg, fleet)
     print_result(result, causes=5)
-    if result["units_spare"] == 0:
+    if result.units_spare == 0:
         console.print("no spare rack is left beside the job: every tray fault waits for its "
                       "repair (compare: `rackscale simulate sweep --job-gpus 432 "
                       "--param spare-domains --values 0,1`)")
-    ctx.store.append_event(fleet.name, "simulate.run", payload(result), actor="demo",
+    ctx.store.append_event(fleet.name, "simulate.run", result.payload(), actor="demo",
                            reason="rackscale demo")
-    ctx.results["simulate"] = result
+    ctx.results.simulate = SimulateStepResult(job_gpus=job, how=how, result=result)
 
 
 @app.command("storage-whatif")

@@ -37,6 +37,7 @@ from rackscale.simulate import (
     SIMULATED_WHATIF,
     FleetShape,
     SimConfig,
+    SimResult,
     StorageTimes,
     make_config,
     plan,
@@ -171,19 +172,19 @@ def with_storage(cfg: SimConfig, shape: FleetShape, profile: Path | None, ckpt_s
                                               "ckpt_cost_s": st.save_stall_s}))
 
 
-def label_storage(result: dict[str, Any], cfg: SimConfig) -> dict[str, Any]:
+def label_storage(result: SimResult, cfg: SimConfig) -> SimResult:
     """A run's result with the storage figures it used (measured, then scaled) and the RPO."""
     if cfg.storage is None:
         return result
     st = cfg.storage
-    return result | {"storage": storage_figures(st) | {
+    return result.with_(storage=storage_figures(st) | {
         "blocking_s": st.blocking_s(cfg.ckpt_interval_min * 60),
         "rpo_region_loss_s": st.rpo_region_loss_s(cfg.ckpt_interval_min * 60),
-        "local_cache": st.local_cache, "replication": st.replication}}
+        "local_cache": st.local_cache, "replication": st.replication})
 
 
-def print_storage(r: dict[str, Any]) -> None:
-    st = r.get("storage")
+def print_storage(r: SimResult) -> None:
+    st = r.storage
     if not st:
         return
     console.print(f"storage figures {st['basis']}: blocking save {st['blocking_s']:.2f} s, "

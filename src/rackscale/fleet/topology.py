@@ -6,9 +6,11 @@ Component ids are paths (DESIGN.md): `us-east`, `us-east/r03`, `us-east/r03/c07`
 
 Components are stored column-wise in depth-first order (a region, then its racks with their
 trays and parts, then its leaves and spines), so every component's subtree is one contiguous
-run of indexes and a ~128k-GPU fleet (~450k components) builds in a few seconds. GPU-level
-facts the digital twin and the simulator need (rack, tray, rail, leaf, NVLink domain of every
-GPU) are numpy arrays indexed by GPU number.
+run of indexes. Each rack template's layout is computed once and stamped out per rack
+(`fleet/layout.py`), so a ~128k-GPU fleet (~450k components) builds in about a second.
+GPU-level facts the digital twin and the simulator need (rack, tray, rail, leaf, NVLink domain
+of every GPU) are numpy arrays indexed by GPU number. The values the queries return
+(`Component`, `Rack`, `Holder`, `Route`) are in `fleet/records.py`.
 
 Scale-out network: rail k joins `nic k` of every tray. Each region has, per rail, one leaf per
 `racks_per_leaf` racks, and `spines_per_region` spines that join every leaf of the region.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -47,138 +49,45 @@ from rackscale.fleet.kinds import (
     SWITCH_TRAY,
     TRAY_KINDS,
 )
+from rackscale.fleet.layout import RackLayout
+from rackscale.fleet.records import (
+    LPM_PER_KW,
+    Component,
+    Holder,
+    Level,
+    Rack,
+    Route,
+    UnknownComponent,
+    slurm_node_name,
+)
 from rackscale.fleet.spec import FleetSpec, RackGroup, RegionSpec
-from rackscale.fleet.templates import TEMPLATES, RackTemplate
+from rackscale.fleet.templates import TEMPLATES
 
-# Water at a 10 K rise carries 1 kW per ~1.43 L/min (NUMBERS.md, physics).
-LPM_PER_KW = 1.43
-
-
-class UnknownComponent(UserError):
-    pass
-
-
-def slurm_node_name(tray_id: str) -> str:
-    """The Slurm node of a tray (HGX: node): its component id with "/" as "-" (Slurm node
-    names cannot hold "/"), e.g. us-east/r03/c07 -> us-east-r03-c07."""
-    return tray_id.replace("/", "-")
-
-
-@dataclass(frozen=True, slots=True)
-class Component:
-    id: str
-    kind: str
-    parent: str | None
-    region: str
-    rack: str | None
-    sku: str | None
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Rack:
-    id: str
-    name: str
-    region: str
-    template: RackTemplate
-    index: int  # fleet-wide rack number
-    local_index: int  # position inside its region
-    trays: int  # compute trays (nvl72) or nodes (hgx)
-    first: int  # component index range [first, end) of the rack's subtree
-    end: int
-    gpu_first: int  # GPU number range [gpu_first, gpu_end)
-    gpu_end: int
-
-    @property
-    def gpus(self) -> int:
-        return self.gpu_end - self.gpu_first
-
-    @property
-    def power_kw(self) -> float:
-        if self.template.nodes_per_rack_varies:  # nameplate per node: scale to the nodes held
-            return self.template.rack_power_kw / self.template.trays * self.trays
-        return self.template.rack_power_kw
-
-    @property
-    def required_flow_lpm(self) -> float:
-        return self.power_kw * LPM_PER_KW
-
-
-Level = Literal["tray", "rack", "fabric", "region"]
-
-
-@dataclass(frozen=True, slots=True)
-class Holder:
-    """What holds a part: the one answer to "which tray, rack or domain is this in".
-
-    `level` says what a fault of the part takes out: its `tray` (a part on a compute tray or
-    HGX node, or the tray itself), its whole `rack` (switch trays, CDU, power shelves, the
-    rack), the shared `fabric` (leaves, spines: no rack holds them), or a `region`.
-    """
-
-    component: str
-    kind: str
-    level: Level
-    region: str
-    rack: str | None  # None outside racks
-    tray: str | None  # the compute tray or node, for tray-level parts only
-    domain: str | None  # the NVLink domain it belongs to; None for fabric, region, HGX racks
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """The route between two GPUs. Each hop is a tuple of the parts that carry it in parallel
-    (all 9 NVLink switch trays of a domain; every spine, by ECMP)."""
-
-    a: str
-    b: str
-    fabric: Literal["same", "nvlink", "scaleout"]
-    hops: tuple[tuple[str, ...], ...]
-
-    def __str__(self) -> str:
-        def hop(h: tuple[str, ...]) -> str:
-            return h[0] if len(h) == 1 else f"[{h[0]} .. {h[-1]} ({len(h)} parallel)]"
-
-        return " -> ".join(hop(h) for h in self.hops)
-
-
-def _template_layout(t: RackTemplate, trays: int) -> list[tuple[str, str, int, str | None]]:
-    """(suffix, kind, parent position or -1 for the rack, sku) of one rack's parts, in order."""
-    out: list[tuple[str, str, int, str | None]] = []
-    prefix = t.tray_prefix()
-    tray_kind = t.tray_kind
-    for c in range(1, trays + 1):
-        tray = f"{prefix}{c:02d}"
-        tpos = len(out)
-        out.append((tray, tray_kind, -1, t.name))
-        out.extend((f"{tray}/gpu{k}", GPU, tpos, t.gpu) for k in range(t.gpus_per_tray))
-        out.extend((f"{tray}/cpu{k}", CPU, tpos, t.cpu) for k in range(t.cpus_per_tray))
-        out.extend((f"{tray}/nic{k}", NIC, tpos, t.nic) for k in range(t.nics_per_tray))
-        out.extend((f"{tray}/dpu{k}", DPU, tpos, t.dpu) for k in range(t.dpus_per_tray))
-        if t.switch_kind == NVSWITCH:
-            out.extend((f"{tray}/nvsw{k}", NVSWITCH, tpos, t.switch) for k in range(t.switches))
-    if t.switch_kind == SWITCH_TRAY:
-        out.extend((f"s{k:02d}", SWITCH_TRAY, -1, t.switch) for k in range(1, t.switches + 1))
-    out.append(("cdu", CDU, -1, None))
-    out.extend((f"ps{k}", POWER_SHELF, -1, None) for k in range(1, t.power_shelves + 1))
-    return out
-
-
-Layout = list[tuple[str, str, int, str | None]]  # (id suffix, kind, parent position, sku)
-
+# The kinds are re-exported: `rackscale.fleet` has long taken them from here.
+__all__ = [
+    "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "KINDS", "LEAF", "LPM_PER_KW", "NIC", "NODE",
+    "NVSWITCH", "POWER_SHELF", "RACK", "REGION", "SPINE", "SWITCH_TRAY", "Component", "Holder",
+    "Rack", "Route", "Topology", "UnknownComponent", "slurm_node_name",
+]
 
 @dataclass(slots=True)
 class _GpuColumns:
-    """Per-GPU columns while the topology is built (numpy arrays once it is done)."""
+    """Per-GPU columns while the topology is built: one array per rack, joined once done."""
 
-    comp: list[int] = field(default_factory=list)
-    region: list[int] = field(default_factory=list)
-    rack: list[int] = field(default_factory=list)
-    tray: list[int] = field(default_factory=list)
-    slot: list[int] = field(default_factory=list)
-    leaf: list[int] = field(default_factory=list)
-    domain: list[int] = field(default_factory=list)
-    nic: list[int] = field(default_factory=list)
+    comp: list[np.ndarray] = field(default_factory=list)
+    region: list[np.ndarray] = field(default_factory=list)
+    rack: list[np.ndarray] = field(default_factory=list)
+    tray: list[np.ndarray] = field(default_factory=list)
+    slot: list[np.ndarray] = field(default_factory=list)
+    leaf: list[np.ndarray] = field(default_factory=list)
+    domain: list[np.ndarray] = field(default_factory=list)
+    nic: list[np.ndarray] = field(default_factory=list)
+    sku: list[str] = field(default_factory=list)
+    count: int = 0
+
+    @staticmethod
+    def join(chunks: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(chunks).astype(dtype) if chunks else np.empty(0, dtype=dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +155,10 @@ class Topology:
 
     def _build(self) -> None:
         cols = _GpuColumns()
-        layouts: dict[tuple[str, int], Layout] = {}
+        layouts: dict[tuple[str, int], RackLayout] = {}
         for r_no, region in enumerate(self.spec.regions):
             self._build_region(r_no, region, cols, layouts)
-        self.index = {cid: i for i, cid in enumerate(self.ids)}
+        self.index = dict(zip(self.ids, range(len(self.ids)), strict=True))
         if len(self.index) != len(self.ids):
             # The spec's name rules make ids unique; this is the backstop that keeps a rule
             # gap from becoming one inventory row silently overwriting another.
@@ -257,19 +166,21 @@ class Topology:
             raise UserError(f"fleet {self.spec.name}: {len(dup)} component ids are given to two "
                             f"parts (e.g. {', '.join(dup[:3])}); rename the racks so that no "
                             "rack name equals a switch or part name")
-        self.gpu_comp = np.asarray(cols.comp, dtype=np.int64)
-        self.gpu_ids = [self.ids[i] for i in cols.comp]
-        self.gpu_region = np.asarray(cols.region, dtype=np.int32)
-        self.gpu_rack = np.asarray(cols.rack, dtype=np.int32)
-        self.gpu_tray = np.asarray(cols.tray, dtype=np.int64)
-        self.gpu_slot = np.asarray(cols.slot, dtype=np.int16)
-        self.gpu_leaf = np.asarray(cols.leaf, dtype=np.int32)
-        self.gpu_domain = np.asarray(cols.domain, dtype=np.int32)
-        self.gpu_nic = np.asarray(cols.nic, dtype=np.int64)
-        self.gpu_sku = [self.racks[r].template.gpu for r in cols.rack]
+        join = _GpuColumns.join
+        self.gpu_comp = join(cols.comp, np.int64)
+        ids = self.ids
+        self.gpu_ids = [ids[i] for i in self.gpu_comp.tolist()]
+        self.gpu_region = join(cols.region, np.int32)
+        self.gpu_rack = join(cols.rack, np.int32)
+        self.gpu_tray = join(cols.tray, np.int64)
+        self.gpu_slot = join(cols.slot, np.int16)
+        self.gpu_leaf = join(cols.leaf, np.int32)
+        self.gpu_domain = join(cols.domain, np.int32)
+        self.gpu_nic = join(cols.nic, np.int64)
+        self.gpu_sku = cols.sku
 
     def _build_region(self, r_no: int, region: RegionSpec, cols: _GpuColumns,
-                      layouts: dict[tuple[str, int], Layout]) -> None:
+                      layouts: dict[tuple[str, int], RackLayout]) -> None:
         net = self.spec.network
         rstart = self._add(region.name, REGION, -1, None, r_no, -1)
         self.regions.append(region.name)
@@ -291,7 +202,7 @@ class Topology:
             trays = group.nodes_per_rack or t.trays
             key = (t.name, trays)
             if key not in layouts:
-                layouts[key] = _template_layout(t, trays)
+                layouts[key] = RackLayout.of(t, trays)
             self._build_rack(where, local, name, group, layouts[key], cols)
         for leaf in self.leaves[leaf_base:]:
             self._add(leaf, LEAF, rstart, None, r_no, -1)
@@ -302,52 +213,48 @@ class Topology:
         self.region_ranges.append((rstart, len(self.ids)))
 
     def _build_rack(self, where: _RegionPlace, local: int, name: str, group: RackGroup,
-                    layout: Layout, cols: _GpuColumns) -> None:
-        """One rack's components (from its template's layout), NVLink domains and GPUs."""
+                    layout: RackLayout, cols: _GpuColumns) -> None:
+        """One rack's components (its template's layout stamped out), NVLink domains, GPUs."""
         t = TEMPLATES[group.template]
         trays = group.nodes_per_rack or t.trays
         r_no = where.r_no
         rack_no = len(self.racks)
         rack_id = f"{where.name}/{name}"
         first = self._add(rack_id, RACK, where.start, t.name, r_no, rack_no)
-        base = first + 1
-        gpu_first = len(cols.comp)
+        base = first + 1  # a layout parent of -1 (the rack) lands on `first`
+        gpu_first = cols.count
         pre = rack_id + "/"
-        self.ids.extend([pre + s for s, _, _, _ in layout])
-        self.kinds.extend([k for _, k, _, _ in layout])
-        self.parents.extend([first if p < 0 else base + p for _, _, p, _ in layout])
-        self.skus.extend([sku for _, _, _, sku in layout])
-        self.region_of.extend([r_no] * len(layout))
-        self.rack_of.extend([rack_no] * len(layout))
-        leaf_group = local // self.spec.network.racks_per_leaf
+        n = len(layout.suffixes)
+        self.ids.extend(map(pre.__add__, layout.suffixes))
+        self.kinds.extend(layout.kinds)
+        self.parents.extend((layout.parents + base).tolist())
+        self.skus.extend(layout.skus)
+        self.region_of.extend([r_no] * n)
+        self.rack_of.extend([rack_no] * n)
+        dom_first = len(self.domains)
         if t.domain_is_rack:
-            dom = len(self.domains)
             self.domains.append(rack_id)
-            self.domain_switches.append(
-                tuple(pre + s for s, k, _, _ in layout if k == SWITCH_TRAY)
-            )
-        for pos, (suffix, kind, parent, _) in enumerate(layout):
-            if kind == NODE:
-                dom = len(self.domains)
-                self.domains.append(pre + suffix)
-                self.domain_switches.append(tuple(
-                    pre + s for s, k, p, _ in layout if k == NVSWITCH and p == pos
-                ))
-            elif kind == GPU:
-                slot = int(suffix.rsplit("gpu", 1)[1])
-                cols.comp.append(base + pos)
-                cols.region.append(r_no)
-                cols.rack.append(rack_no)
-                cols.tray.append(base + parent)
-                cols.slot.append(slot)
-                cols.leaf.append(where.leaf_base + slot * where.leaf_groups + leaf_group)
-                cols.domain.append(dom)
-                # nics follow gpus and cpus in the tray: nicK sits at a fixed offset
-                cols.nic.append(base + pos + t.gpus_per_tray + t.cpus_per_tray)
+            self.domain_switches.append(tuple(map(pre.__add__, layout.rack_switches)))
+        for node, switches in layout.node_domains:
+            self.domains.append(pre + node)
+            self.domain_switches.append(tuple(map(pre.__add__, switches)))
+        gpus = len(layout.gpu_pos)
+        leaf_group = local // self.spec.network.racks_per_leaf
+        cols.comp.append(layout.gpu_pos + base)
+        cols.region.append(np.full(gpus, r_no))
+        cols.rack.append(np.full(gpus, rack_no))
+        cols.tray.append(layout.gpu_tray + base)
+        cols.slot.append(layout.gpu_slot)
+        cols.leaf.append(where.leaf_base + layout.gpu_slot * where.leaf_groups + leaf_group)
+        cols.domain.append(np.full(gpus, dom_first) if t.domain_is_rack
+                           else dom_first + layout.gpu_node)
+        cols.nic.append(layout.gpu_nic + base)
+        cols.sku.extend([t.gpu] * gpus)
+        cols.count += gpus
         self.racks.append(Rack(
             id=rack_id, name=name, region=where.name, template=t, index=rack_no,
             local_index=local, trays=trays, first=first, end=len(self.ids),
-            gpu_first=gpu_first, gpu_end=len(cols.comp),
+            gpu_first=gpu_first, gpu_end=cols.count,
         ))
 
     # ------------------------------------------------------------------ lookups

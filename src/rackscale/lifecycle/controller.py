@@ -1,8 +1,9 @@
 """The reconcile loop: desired state (lifecycle table) against observed state (drivers).
 
 One pass reads every lifecycle row, every power target, every CDU and Slurm once, then per rack:
-leak tiers -> coolant-fault tiers (with deadlines) -> power (sequenced under the region budget,
-only with verified flow) -> valve -> caps -> onboarding goal -> escalation -> Slurm. It is
+leak tiers -> coolant-fault tiers (with deadlines; both in `safety.py`) -> power (sequenced
+under the region budget, only with verified flow) -> valve -> caps -> onboarding goal ->
+escalation -> Slurm. It is
 level-triggered and idempotent: a pass with nothing changed sends no command and writes
 nothing, and a pass after a crash re-derives what is left from what the hardware reports, so a
 transition is neither lost nor written twice (the state repository's compare-and-set guards
@@ -30,26 +31,20 @@ from rackscale.lifecycle.drivers import (
     power_targets,
 )
 from rackscale.lifecycle.interlocks import (
-    RESPONSE_STEPS,
-    SEVERE_LEAK_TRAYS,
     CoolantTier,
     FaultPolicy,
     InterlockRefused,
-    LeakTier,
-    coolant_fault,
     flow_ok,
-    leak_tier,
 )
 from rackscale.lifecycle.passes import Pass, PassReport, RackPass, Row, Tx
 from rackscale.lifecycle.repository import INTERLOCK, SLURM, LifecycleRow, StaleState
+from rackscale.lifecycle.safety import SafetyResponses
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
     ONBOARDING_PATH,
     POWERED_RACK_STATES,
-    RACK_TRANSITIONS,
     SERVING_RACK_STATES,
-    TRAY_TRANSITIONS,
     RackState,
     TrayState,
     check,
@@ -68,7 +63,7 @@ PENDING_TIMEOUT_S = 60.0  # a BMC that has not applied power-on by then is asked
 _HELD_STATES = frozenset({T.REPAIR.value, T.RMA.value})  # trays kept powered off
 
 
-class Controller:
+class Controller(SafetyResponses):
     def __init__(self, store: Store, topo: Topology, power: PowerDriver,
                  cooling: CoolingDriver, *, slurm: SlurmControl | None = None,
                  clock: Callable[[], float] = time.time, policy: FaultPolicy | None = None,
@@ -232,85 +227,6 @@ class Controller:
             self._promote_trays(r)
         self._escalate(r)
 
-    def _leak(self, r: RackPass) -> bool:
-        """Leak interlocks: a critical or severe leak isolates the rack (True: nothing else
-        runs for it this pass); 1-2 leaking trays are shut down; dry trays are released."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
-        rows, obs, now, rep = ps.rows, ps.obs, ps.now, ps.rep
-        shelves, trays = r.shelves, r.trays
-        any_on = any(obs.get(t) for t in (*shelves, *trays))
-
-        lt = leak_tier(reading)
-        if lt in (LeakTier.CRITICAL, LeakTier.SEVERE):
-            legal = R.ISOLATED in RACK_TRANSITIONS[R(row.state)]
-            if any_on or reading.valve_open or (legal and row.state != R.ISOLATED):
-                self._all_off(r)
-                if reading.valve_open:
-                    self.cooling.set_valve(rid, False)
-                    rep.commands += 1
-                why = ("critical leak: valve closed" if lt == LeakTier.CRITICAL else
-                       f"{len(reading.leaking_trays)} trays leaking (> {SEVERE_LEAK_TRAYS}): "
-                       "rack isolated")
-                self._interlock(tx(), rid, f"leak_{lt}", "isolate", why, ps,
-                                trays=sorted(reading.leaking_trays))
-                if legal and row.state != R.ISOLATED:
-                    self._move(tx(), rid, row, R.ISOLATED, why, ps)
-                self._fault(tx(), rid, row, row.since or now, CoolantTier.ISOLATE, ps)
-            return True
-        if lt == LeakTier.GENERAL:
-            for tray in sorted(reading.leaking_trays):
-                trow = rows.get(tray)
-                if trow is None or trow.tier >= CoolantTier.OFF:
-                    continue
-                if obs.get(tray):
-                    self.power.set_power(tray, False)
-                    obs[tray] = False
-                    rep.commands += 1
-                why = f"leak at tray {tray}: tray shut down (1-2 leaking trays)"
-                self._interlock(tx(), tray, "leak_general", "power_off_tray", why, ps)
-                if T(trow.state) not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[
-                        T(trow.state)]:
-                    self._move(tx(), tray, trow, T.TRIAGE, why, ps)
-                self._fault(tx(), tray, trow, now, CoolantTier.OFF, ps)
-
-        # a tray held off by a leak is released once it is dry and out of triage
-        for tray in ps.held.intersection(trays) if ps.held else ():
-            trow = rows[tray]
-            if (trow.tier >= CoolantTier.OFF and tray not in reading.leaking_trays
-                    and trow.state not in BAD_TRAY_STATES):
-                self._fault(tx(), tray, trow, None, CoolantTier.NONE, ps)
-        return False
-
-    def _coolant(self, r: RackPass) -> None:
-        """A coolant fault steps through the response tiers as each comes due; a cleared one
-        lifts them."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
-        now, pol = ps.now, self.policy
-        need = self.racks[rid].required_flow_lpm
-        fault = coolant_fault(reading, need, pol.max_inlet_c)
-        shelves_on = any(ps.obs.get(t) for t in r.shelves)
-        if fault and (shelves_on or row.tier > 0):
-            since = row.since if row.since is not None else now
-            age = now - since
-            tier = CoolantTier(row.tier)
-            for step in RESPONSE_STEPS:
-                if tier >= step:
-                    continue
-                if age < pol.due(step):
-                    break
-                self._step(r, step, fault)
-                tier = step
-            if tier != row.tier or row.since is None:
-                self._fault(tx(), rid, row, since, tier, ps)
-        elif not fault and row.tier > 0:
-            cleared_from = row.tier
-            self._fault(tx(), rid, row, None, CoolantTier.NONE, ps)
-            self._interlock(tx(), rid, "coolant", "cleared", "coolant fault cleared", ps,
-                            tier=int(cleared_from))
-            if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < CoolantTier.OFF:
-                self._try_production(tx(), rid, row, ps, "coolant fault cleared")
-
-
     def _power_up(self, r: RackPass) -> None:
         """Shelves one at a time under the flow interlock and the region budget, then trays."""
         ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
@@ -368,34 +284,6 @@ class Controller:
                 obs[t] = False
                 rep.commands += 1
             self._pending.pop(t, None)
-
-    def _step(self, r: RackPass, step: CoolantTier, fault: str) -> None:
-        """One step of the coolant-fault response, now due."""
-        ps, rid, row, reading, rep = r.ps, r.rid, r.row, r.reading, r.ps.rep
-        s = r.tx()
-        action = step.name.lower()
-        self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", ps,
-                        tier=int(step))
-        if step == CoolantTier.CAP:
-            self.power.set_cap(rid, self.policy.cap_fraction)
-            rep.commands += 1
-            if row.state == R.PRODUCTION:
-                self._move(s, rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", ps)
-        elif step == CoolantTier.DRAIN:
-            if row.state in (R.PRODUCTION, R.DEGRADED):
-                self._move(s, rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", ps)
-        elif step == CoolantTier.OFF:
-            self._all_off(r)
-            if R.MAINTENANCE in RACK_TRANSITIONS[R(row.state)] and row.state in POWERED_RACK_STATES:
-                self._move(s, rid, row, R.MAINTENANCE,
-                           f"coolant fault ({fault}): rack powered off", ps)
-        elif step == CoolantTier.ISOLATE:
-            if reading.valve_open:
-                self.cooling.set_valve(rid, False)
-                rep.commands += 1
-            if R.ISOLATED in RACK_TRANSITIONS[R(row.state)]:
-                self._move(s, rid, row, R.ISOLATED,
-                           f"coolant fault ({fault}) unresolved: valve closed", ps)
 
     def _walk(self, r: RackPass) -> None:
         """One step along the onboarding path towards the rack's goal."""

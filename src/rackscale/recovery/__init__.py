@@ -5,6 +5,7 @@ The reference trainer (`trainer.py`, needs torch) is not imported here: the supe
 on a host without torch, and the trainer is a command it launches.
 """
 
+from rackscale.lazy import lazy_exports
 from rackscale.recovery.config import DetectConfig, JobConfig, JobConfigError, make_job_config
 from rackscale.recovery.detect import (
     CollectiveDetector,
@@ -92,10 +93,5 @@ __all__ = [
 _TORCH = {"DemoSettings", "RankEnv", "train"}
 
 
-def __getattr__(name: str) -> object:
-    # The reference trainer needs torch: imported on first use, so the supervisor does not.
-    if name in _TORCH:
-        from rackscale.recovery import trainer
-
-        return getattr(trainer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The reference trainer needs torch: imported on first use, so the supervisor does not.
+__getattr__ = lazy_exports(__name__, dict.fromkeys(_TORCH, "trainer"), globals())

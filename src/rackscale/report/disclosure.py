@@ -16,8 +16,20 @@ from importlib import resources
 from typing import Any
 
 from rackscale.fleet import GPUS, TEMPLATES
+from rackscale.report.simulation import read_simulation
+from rackscale.store import InvalidPayload, SimulateRunV1
 
 DISCLOSURE_VERSION = "rackscale.disclosure/1"
+
+
+def _simulation(sim: dict[str, Any]) -> SimulateRunV1 | None:
+    """The report's simulation section as its typed simulate.run; None when not run or not
+    applied (a payload that does not fit its contract: the report's warnings say which
+    field)."""
+    if sim["status"] != "ran":
+        return None
+    run = read_simulation(sim["payload"])
+    return None if isinstance(run, InvalidPayload) else run
 
 
 @cache
@@ -113,14 +125,13 @@ def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
                  "provenance": r["measured"]} for r in rows]
     sim = doc["simulation"]
     simulated = None
-    if sim["status"] == "ran":
-        p = sim["payload"]
-        simulated = {"job_mttf_h": p.get("job_mttf_h"),
-                     "lost_hours_by_cause": p.get("lost_hours_by_cause") or {},
-                     "interruptions_by_cause": p.get("interruptions_by_cause") or {},
-                     "provenance": {"basis": "simulated", "seed": p.get("seed"),
+    if (run := _simulation(sim)) is not None:
+        simulated = {"job_mttf_h": run.job_mttf_h,
+                     "lost_hours_by_cause": run.lost_hours_by_cause,
+                     "interruptions_by_cause": run.interruptions_by_cause,
+                     "provenance": {"basis": "simulated", "seed": run.seed,
                                     "model": f"fleet simulator, failure model "
-                                             f"{p.get('failure_model', '?')}"}}
+                                             f"{run.failure_model}"}}
     status = "measured" if measured else ("simulated" if simulated else "not_run")
     return {"status": status, "incidents": measured, "simulated": simulated}
 
@@ -128,7 +139,7 @@ def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
 def _storage(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
     ckpt = extras.get("checkpoint.json")
     sim = doc["simulation"]
-    interval = sim["payload"].get("ckpt_interval_min") if sim["status"] == "ran" else None
+    interval = None if (run := _simulation(sim)) is None else run.ckpt_interval_min
     if not isinstance(ckpt, dict) or not ckpt.get("saves"):
         return {"status": "not_run", "tiers": [], "checkpoint_interval_min": interval}
     where = {"basis": "measured", "where": str(ckpt.get("where", "this host")),

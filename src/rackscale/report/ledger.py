@@ -8,7 +8,6 @@ digital twin, or nothing ("not_run": the count is carried through and flagged).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -21,8 +20,10 @@ from rackscale.provenance import Provenance
 from rackscale.report.rackrows import RackInputs, rack_rows
 from rackscale.report.reasons import Reason
 from rackscale.report.rules import effective_action, rule_for
+from rackscale.report.simulation import failure_goodput, read_simulation
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 from rackscale.report.storeview import StoreView
+from rackscale.store import InvalidPayload
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
 
@@ -371,36 +372,6 @@ def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
     return {k: p.get(k) for k in keys if k in p} | {"event_seq": seq}
 
 
-def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
-
-
-def _interval(mean: float, ci: Any) -> tuple[float, float] | None:
-    """A 95% CI given as a half-width (simulate's `mean_ci`) or as [low, high]."""
-    if _number(ci) is not None:
-        return mean - float(ci), mean + float(ci)
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_number(v) is not None for v in ci):
-        return float(ci[0]), float(ci[1])
-    return None
-
-
-def failure_goodput(p: dict[str, Any]) -> tuple[float, tuple[float, float] | None, str] | None:
-    """(fraction, its 95% CI, which figure) of a simulate.run payload: the share of wall time
-    the job makes progress despite failures. ETTR is that figure (Meta's definition); without
-    it, scheduling x runtime goodput. Program goodput (MFU) is a property of the model code,
-    not a loss to failures, so it is never applied to the ledger."""
-    ettr = p.get("ettr")
-    mean = _number(ettr.get("mean")) if isinstance(ettr, dict) else _number(ettr)
-    if mean is not None and 0.0 <= mean <= 1.0:
-        ci = _interval(mean, ettr.get("ci95")) if isinstance(ettr, dict) else None
-        return mean, ci, "ettr"
-    good = p.get("goodput") if isinstance(p.get("goodput"), dict) else {}
-    sched, run = _number(good.get("scheduling")), _number(good.get("runtime"))
-    if sched is not None and run is not None and 0.0 <= sched * run <= 1.0:
-        return sched * run, None, "goodput.scheduling x goodput.runtime"
-    return None
-
-
 def _simulation_warnings(view: StoreView) -> list[str]:
     """What a reader must know about the simulation the goodput step rests on."""
     out = []
@@ -410,19 +381,26 @@ def _simulation_warnings(view: StoreView) -> list[str]:
             f"goodput is not applied; run `rackscale simulate run --record` on fleet {fleet}"
         out.append(f"the newest simulate.run (seq {other.seq}) is of fleet "
                    f"{other.component_id!r}, not of {fleet!r}: {used}")
-    if sim is not None:
-        p = sim.payload
-        gpus = len(view.topo.gpu_ids)
-        if isinstance(p.get("fleet_gpus"), int) and p["fleet_gpus"] != gpus:
-            out.append(f"simulate.run seq {sim.seq} counted {p['fleet_gpus']} GPUs in fleet "
-                       f"{fleet!r}; the loaded spec has {gpus}: it simulated another version "
-                       "of the fleet")
-        pool_gpus = p.get("pool_gpus")
-        if isinstance(pool_gpus, int) and pool_gpus < p.get("fleet_gpus", pool_gpus):
-            out.append(f"simulate.run seq {sim.seq} ran its job on pool {p.get('pool')} "
-                       f"({pool_gpus} of {p.get('fleet_gpus')} GPUs); its ETTR is applied to "
-                       "every certified GPU")
+    if sim is None:
+        return out
+    run = read_simulation(sim.payload)
+    if isinstance(run, InvalidPayload):
+        return [*out, f"simulate.run seq {sim.seq} is not applied: {run}"]
+    gpus = len(view.topo.gpu_ids)
+    if run.fleet_gpus is not None and run.fleet_gpus != gpus:
+        out.append(f"simulate.run seq {sim.seq} counted {run.fleet_gpus} GPUs in fleet "
+                   f"{fleet!r}; the loaded spec has {gpus}: it simulated another version "
+                   "of the fleet")
+    if run.pool_gpus is not None and run.pool_gpus < (run.fleet_gpus or run.pool_gpus):
+        out.append(f"simulate.run seq {sim.seq} ran its job on pool {run.pool} "
+                   f"({run.pool_gpus} of {run.fleet_gpus} GPUs); its ETTR is applied to "
+                   "every certified GPU")
     return out
+
+
+# The run's figures the goodput step's provenance names.
+_PROVENANCE = ("run_id", "seed", "failure_model", "days", "trials", "ckpt_interval_min",
+               "job_gpus")
 
 
 def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
@@ -440,9 +418,9 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
                     reason=Reason.SIMULATE_NOT_RUN,
                     basis="not_run", note="simulation not run",
                     source="no simulate.run events: count carried through")
-    p = sim.payload
-    found = failure_goodput(p)
-    if found is None:
+    run = read_simulation(sim.payload)
+    found = None if isinstance(run, InvalidPayload) else failure_goodput(run)
+    if isinstance(run, InvalidPayload) or found is None:
         return Step(key="goodput", label=label, count=certified,
                     reason=Reason.SIMULATE_INVALID,
                     basis="not_run", note="simulate.run has no ETTR or goodput in [0, 1]",
@@ -454,16 +432,13 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
         ci = [max(0.0, round(certified * interval[0], 1)),
               min(float(certified), round(certified * interval[1], 1))]
     note = ""
-    job = p.get("job_gpus")
-    if isinstance(job, int) and job != certified:
-        note = (f"simulated job of {job} GPUs; its ETTR applied to the {certified} "
+    if run.job_gpus != certified:
+        note = (f"simulated job of {run.job_gpus} GPUs; its ETTR applied to the {certified} "
                 "certified GPUs")
-    keys = ("run_id", "seed", "failure_model", "days", "trials", "ckpt_interval_min",
-            "job_gpus", "faults_file", "backend")
-    prov = {k: p.get(k) for k in keys if k in p} | {"event_seq": sim.seq, "fraction": frac,
-                                                      "figure": which}
+    prov = {k: getattr(run, k) for k in _PROVENANCE} | {
+        "event_seq": sim.seq, "fraction": frac, "figure": which}
     return Step(key="goodput", label=label, count=count, reason=Reason.SIMULATED_GOODPUT,
-                basis="simulated", source=f"simulate.run {p.get('run_id')} (event seq "
+                basis="simulated", source=f"simulate.run {run.run_id} (event seq "
                 f"{sim.seq}): certified GPUs x {which} {frac:.3f}",
                 lost={Reason.GOODPUT_LOSS: round(certified - count, 1)},
                 provenance=prov, note=note, ci95=ci)

@@ -22,8 +22,10 @@ from rackscale.report.page_fleet import (
     state_css,
 )
 from rackscale.report.recovery import render_recovery
+from rackscale.report.simulation import read_simulation
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
+from rackscale.store import InvalidPayload
 
 BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
               "simulated": "simulated (twin)", "recorded": "recorded events",
@@ -177,32 +179,34 @@ def _goodput(doc: dict[str, Any]) -> str:
     if sim["status"] == "not_run":
         return ('<p class="notrun" id="goodput">simulation not run: no ETTR or goodput</p>'
                 + _sweep(doc, {}))
-    p = sim["payload"]
-    found = failure_goodput(p)
+    run = read_simulation(sim["payload"])
+    if isinstance(run, InvalidPayload):
+        return (f'<p class="notrun" id="goodput">simulate.run (event seq {sim["seq"]}) is not '
+                f'applied: {escape(str(run))}</p>' + _sweep(doc, {}))
+    found = failure_goodput(run)
     ettr = "no ETTR in the run" if found is None else (
         fmt.number(found[0]) + ("" if found[1] is None else
                                 " " + fmt.interval(*found[1])) + f" ({found[2]})")
-    good = p.get("goodput") or {}
-    good_ci = p.get("goodput_ci95") or {}
+    good = run.goodput.model_dump(exclude_none=True)
+    good_ci = run.goodput_ci95 or {}
     goodput = ", ".join(
         f"{k} {fmt.plus_minus(v, good_ci[k]) if k in good_ci else _num(v)}"
         for k, v in good.items())
     facts = [("ETTR (mean, 95% CI)", ettr),
              ("goodput (mean ± 95% CI)", goodput or "—"),
-             ("job", f'{p.get("job_gpus")} GPUs for {p.get("days")} days, {p.get("trials")} '
-                     'trials'),
-             ("job MTTF (h)", _num(p.get("job_mttf_h"))),
-             ("checkpoint interval (min)", p.get("ckpt_interval_min")),
-             ("Young / Daly interval (min)",
-              f'{_num(p.get("young_min"))} / {_num(p.get("daly_min"))}'),
-             ("failure model", p.get("failure_model")), ("seed", p.get("seed")),
-             ("run", f'{p.get("run_id")} (event seq {sim["seq"]})')]
+             ("job", f"{run.job_gpus} GPUs for {run.days} days, {run.trials} trials"),
+             ("job MTTF (h)", _num(run.job_mttf_h)),
+             ("checkpoint interval (min)", run.ckpt_interval_min),
+             ("Young / Daly interval (min)", f"{_num(run.young_min)} / {_num(run.daly_min)}"),
+             ("failure model", run.failure_model), ("seed", run.seed),
+             ("run", f'{run.run_id} (event seq {sim["seq"]})')]
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts)
-    imgs = _sweep(doc, p)
-    lost = plots.lost_hours(p)
+    # A run may carry its own sweep (`sweep` beside the contract's fields, docs/contracts.md).
+    imgs = _sweep(doc, {"sweep": (run.model_extra or {}).get("sweep")})
+    lost = plots.lost_hours(run.lost_hours_by_cause)
     if lost:
         imgs += f'<img class="plot" alt="hours lost by cause" src="data:image/png;base64,{lost}">'
-    causes = p.get("interruptions_by_cause") or {}
+    causes = run.interruptions_by_cause
     extra = ("<p>interruptions per run by cause: " + escape(", ".join(
         f"{k} {_num(v)}" for k, v in causes.items())) + "</p>") if causes else ""
     return (f'<p>{_basis("simulated")} digital-twin simulation; every figure here is '

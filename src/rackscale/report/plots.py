@@ -121,11 +121,9 @@ def ettr_sweep(sim: dict[str, Any]) -> str | None:
     return _png(fig)
 
 
-def lost_hours(sim: dict[str, Any]) -> str | None:
-    """Lost GPU-hours by cause (simulated), largest first."""
-    causes = sim.get("lost_hours_by_cause") or {}
-    items = sorted(((str(k), float(v)) for k, v in causes.items()
-                    if isinstance(v, int | float) and v > 0), key=lambda kv: -kv[1])[:12]
+def lost_hours(causes: dict[str, float]) -> str | None:
+    """Lost hours per trial by cause (simulated), largest first."""
+    items = sorted(((k, v) for k, v in causes.items() if v > 0), key=lambda kv: -kv[1])[:12]
     if not items:
         return None
     height = 0.35 * len(items) + 1

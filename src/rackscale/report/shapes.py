@@ -17,8 +17,10 @@ from typing import Any, Literal
 import numpy as np
 
 from rackscale.fleet import RackTemplate
-from rackscale.report.ledger import Ledger, failure_goodput, stage_name
+from rackscale.report.ledger import Ledger, stage_name
+from rackscale.report.simulation import failure_goodput, read_simulation
 from rackscale.report.storeview import StoreView
+from rackscale.store import SimulateRunV1
 
 Scope = Literal["domain", "trays"]
 
@@ -143,8 +145,8 @@ def job_shapes(view: StoreView, ledger: Ledger) -> list[dict[str, Any]]:
     """One row per (template, shape): jobs, certified GPUs and expected goodput."""
     templates = {r.template.name: r.template for r in view.topo.racks}
     domains = _domains(view, ledger)
-    sim = view.simulate_run
-    found = failure_goodput(sim.payload) if sim is not None else None
+    run = None if view.simulate_run is None else read_simulation(view.simulate_run.payload)
+    found = failure_goodput(run) if isinstance(run, SimulateRunV1) else None
     cert_basis = ledger.step("certified").basis
     headline_gpus = ledger.shape.gpus_per_domain
     rows = []

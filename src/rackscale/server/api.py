@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,9 +68,28 @@ OffsetQ = Query(0, ge=0, le=MAX_OFFSET, description="Items to skip.")
 LimitQ = Query(50, ge=1, le=MAX_LIMIT, description="Items per page.")
 
 
-def snapshot(request: Request) -> Snapshot:
+async def snapshot(request: Request) -> Snapshot:
+    """The snapshot in memory, taken on the event loop (no thread hop, no store query); only
+    the first build, before there is any, runs in a worker thread."""
     cache: SnapshotCache = request.app.state.cache
-    return cache.get()
+    snap = cache.peek()
+    if snap is None:
+        snap = await run_in_threadpool(cache.get)
+    return snap
+
+
+def json_bytes(request: Request, snap: Snapshot, body: bytes) -> Response:
+    """A response whose body was serialized once per snapshot (Snapshot.encoded). The route's
+    response_model still documents it in the OpenAPI schema; FastAPI does not re-validate a
+    Response it is handed, which is the point (the body came from the same builders). The
+    exact request target is remembered, so the next identical GET on this snapshot is
+    answered before routing (app.HotReads)."""
+    snap.remember(raw_target(request.scope), body)
+    return Response(body, media_type="application/json")
+
+
+def raw_target(scope: Any) -> str:
+    return f"{scope['path']}?{scope['query_string'].decode('latin-1')}"
 
 
 def check_id(cid: str) -> str:
@@ -113,9 +134,12 @@ def _briefs(snap: Snapshot) -> list[dict[str, Any]]:
     return [_rack_brief(r) for r in snap.racks]
 
 
-@router.get("/summary", summary="Fleet summary: GPUs by lifecycle state, region and SKU")
-def summary(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
-    return snap.derived("summary", _summary)  # type: ignore[no-any-return]
+# The hot reads (dashboards and scripts poll them) are `async`: served on the event loop from
+# bytes serialized once per snapshot, they never wait for a worker thread.
+@router.get("/summary", summary="Fleet summary: GPUs by lifecycle state, region and SKU",
+            response_model=dict[str, Any])
+async def summary(request: Request, snap: Snapshot = Depends(snapshot)) -> Response:
+    return json_bytes(request, snap, snap.encoded("summary", _summary))
 
 
 def _summary(snap: Snapshot) -> dict[str, Any]:
@@ -140,12 +164,21 @@ def _summary(snap: Snapshot) -> dict[str, Any]:
 
 @router.get("/racks", summary="Racks with state, findings and capacity (paged)",
             response_model=Page)
-def racks(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: int = LimitQ,
-          region: str | None = Query(None, max_length=64),
-          state: str | None = Query(None, max_length=32)) -> dict[str, Any]:
-    rows = [r for r in snap.derived("briefs", _briefs)
-            if (region is None or r["region"] == region) and (state is None or r["state"] == state)]
-    return page(rows, offset, limit)
+async def racks(request: Request, snap: Snapshot = Depends(snapshot), offset: int = OffsetQ,
+                limit: int = LimitQ, region: str | None = Query(None, max_length=64),
+                state: str | None = Query(None, max_length=32)) -> Response:
+    return json_bytes(request, snap, _racks_body(snap, offset, limit, region, state))
+
+
+def _racks_body(snap: Snapshot, offset: int, limit: int, region: str | None,
+                state: str | None) -> bytes:
+    def build(s: Snapshot) -> dict[str, Any]:
+        rows = [r for r in s.derived("briefs", _briefs)
+                if (region is None or r["region"] == region)
+                and (state is None or r["state"] == state)]
+        return page(rows, offset, limit)
+
+    return snap.encoded(f"racks:{(offset, limit, region, state)!r}", build)
 
 
 @router.get("/racks/{rack_id:path}", summary="One rack: trays, findings and history")
@@ -218,9 +251,18 @@ def ledger(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
             "warnings": snap.ledger.warnings}
 
 
-@router.get("/live", summary="Small change feed the dashboard polls")
-def live(snap: Snapshot = Depends(snapshot)) -> dict[str, Any]:
-    return snap.derived("live", _live)  # type: ignore[no-any-return]
+@router.get("/live", summary="Small change feed the dashboard polls",
+            response_model=dict[str, Any])
+async def live(request: Request, snap: Snapshot = Depends(snapshot)) -> Response:
+    return json_bytes(request, snap, snap.encoded("live", _live))
+
+
+def warm(snap: Snapshot) -> None:
+    """Serialize the hot responses of a new snapshot in the thread that built it, before any
+    reader sees it, so no request pays for the first serialization on the event loop."""
+    snap.encoded("summary", _summary)
+    snap.encoded("live", _live)
+    _racks_body(snap, 0, 50, None, None)  # the first page at the default limit
 
 
 def _live(snap: Snapshot) -> dict[str, Any]:

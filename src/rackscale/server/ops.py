@@ -94,6 +94,11 @@ class CheckpointSource:
         return {"configured": self.path is not None, "checkpoints": [], "unreachable": {},
                 "damaged": {}, "notes": []}
 
+    def listed_at(self) -> float | None:
+        """When the listing `get` returns was taken (it lists the tiers now if due)."""
+        self.get()
+        return self._at if self.path is not None else None
+
     def get(self) -> dict[str, Any]:
         if self.path is None:
             return self._last

@@ -1,10 +1,13 @@
 """Fleet simulator: goodput and ETTR of synchronous training jobs under failures (simulated).
 
-`run(config, fleet)` and `sweep(...)` return plain dicts that say `simulated: true`. The model
+`run(config, fleet)` returns a typed `SimResult` (fields in `rackscale.simresult`) and
+`sweep(...)` a `SweepResult` (a `SweepPoint`, a result and its value, per value); both say
+`simulated: true`. The model
 is in `engine` (vectorised across Monte Carlo trials) and, written plainly for comparison, in
 `simpy_ref`. Failure models (Llama 3 Table 5, Meta RSC) are in `models`.
 """
 
+from rackscale.simresult import Goodput, MeanCI, SimResult
 from rackscale.simulate.config import (
     FleetShape,
     Plan,
@@ -35,6 +38,9 @@ from rackscale.simulate.report import payload, sweep_payload, write_csv, write_p
 from rackscale.simulate.results import (
     SIMULATED,
     SWEEPS,
+    SweepOptimum,
+    SweepPoint,
+    SweepResult,
     meta_ettr,
     renewal_ettr,
     run,
@@ -62,11 +68,17 @@ __all__ = [
     "Cause",
     "FailureModel",
     "FleetShape",
+    "Goodput",
+    "MeanCI",
     "Plan",
     "RecoveryFileError",
     "SimConfig",
+    "SimResult",
     "SimulateError",
     "StorageTimes",
+    "SweepOptimum",
+    "SweepPoint",
+    "SweepResult",
     "Tallies",
     "UnknownFailureModel",
     "failure_model",

@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rackscale.simulate.results import SIMULATED
+from rackscale.simresult import SimResult
+from rackscale.simulate.results import SIMULATED, SweepResult
 
 CSV_FIELDS = ("param", "value", "ettr_mean", "ettr_ci95", "goodput_scheduling",
               "goodput_runtime", "goodput_program", "goodput_total", "job_mttf_h",
@@ -20,50 +21,42 @@ CSV_FIELDS = ("param", "value", "ettr_mean", "ettr_ci95", "goodput_scheduling",
               "simulated")
 
 
-def payload(result: dict[str, Any]) -> dict[str, Any]:
-    """The `simulate.run` event payload of docs/contracts.md."""
-    keys = ("run_id", "job_gpus", "days", "trials", "seed", "failure_model",
-            "ckpt_interval_min", "ettr", "goodput", "goodput_ci95", "job_mttf_h",
-            "young_min", "daly_min", "interruptions_by_cause", "lost_hours_by_cause",
-            "fleet_gpus", "pool", "pool_gpus")
-    # With --storage, the measured figures it used go with it (labelled measured).
-    extra = {"storage": result["storage"]} if result.get("storage") else {}
-    if result.get("recovery"):  # the restart cost it used, measured or assumed
-        extra["recovery"] = result["recovery"]
-    return {k: result[k] for k in keys} | {"simulated": True, "fleet": result["fleet"]} | extra
+def payload(result: SimResult) -> dict[str, Any]:
+    """The `simulate.run` event payload of docs/contracts.md: the whole typed result."""
+    return result.payload()
 
 
-_POINT_KEYS = ("value", "ettr", "goodput", "job_mttf_h", "young_min", "daly_min")
-
-
-def sweep_payload(result: dict[str, Any], *, fleet: str, job_gpus: int, days: float,
+def sweep_payload(result: SweepResult, *, fleet: str, job_gpus: int, days: float,
                   trials: int, seed: int) -> dict[str, Any]:
     """The `simulate.sweep` event payload of docs/contracts.md: what the report's sweep
     section draws (per point ETTR with its CI), without the per-cause detail of each run."""
-    return {"simulated": True, "fleet": fleet, "param": result["param"],
-            "field": result["field"], "values": list(result["values"]), "job_gpus": job_gpus,
-            "days": days, "trials": trials, "seed": seed,
-            "points": [{k: pt[k] for k in _POINT_KEYS} for pt in result["points"]],
-            "optimum": result["optimum"], "young_min": result["young_min"],
-            "daly_min": result["daly_min"]}
+    return {"simulated": True, "fleet": fleet, "param": result.param, "field": result.field,
+            "values": list(result.values), "job_gpus": job_gpus, "days": days,
+            "trials": trials, "seed": seed,
+            "points": [{"value": pt.value, "ettr": pt.ettr.model_dump(),
+                        "goodput": pt.goodput.model_dump(), "job_mttf_h": pt.job_mttf_h,
+                        "young_min": pt.young_min, "daly_min": pt.daly_min}
+                       for pt in result.points],
+            "optimum": result.optimum.model_dump(exclude_none=True),
+            "young_min": result.young_min, "daly_min": result.daly_min}
 
 
-def write_csv(sweep: dict[str, Any], path: Path) -> None:
+def write_csv(sweep: SweepResult, path: Path) -> None:
     with path.open("w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(CSV_FIELDS)
-        for pt in sweep["points"]:
-            lost = pt["lost_hours_by_cause"]
-            g = pt["goodput"]
+        for pt in sweep.points:
+            lost = pt.lost_hours_by_cause
+            g = pt.goodput
             out.writerow([
-                sweep["param"], pt["value"], f"{pt['ettr']['mean']:.6f}",
-                f"{pt['ettr']['ci95']:.6f}", f"{g['scheduling']:.6f}", f"{g['runtime']:.6f}",
-                f"{g['program']:.6f}", f"{g['total']:.6f}", f"{pt['job_mttf_h']:.4f}",
-                f"{pt['interruptions']['mean']:.3f}", f"{lost['recompute']:.3f}",
+                sweep.param, pt.value, f"{pt.ettr.mean:.6f}",
+                f"{pt.ettr.ci95:.6f}", f"{g.scheduling:.6f}", f"{g.runtime:.6f}",
+                f"{g.program:.6f}", f"{g.total:.6f}", f"{pt.job_mttf_h:.4f}",
+                f"{pt.interruptions.mean:.3f}", f"{lost['recompute']:.3f}",
                 f"{lost['restart']:.3f}", f"{lost['detection']:.3f}",
                 f"{lost['waiting for repair or spare']:.3f}", f"{lost['checkpoint writes']:.3f}",
-                f"{lost['straggler slowdown']:.3f}", f"{pt['young_min']:.3f}",
-                f"{pt['daly_min']:.3f}", "true",
+                f"{lost['straggler slowdown']:.3f}", f"{pt.young_min:.3f}",
+                f"{pt.daly_min:.3f}", "true",
             ])
 
 
@@ -73,26 +66,25 @@ def write_png(sweep: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [float(v) for v in sweep["values"]]
-    ys = [pt["ettr"]["mean"] for pt in sweep["points"]]
-    err = [0.0 if math.isnan(pt["ettr"]["ci95"]) else pt["ettr"]["ci95"]
-           for pt in sweep["points"]]
+    xs = [float(v) for v in sweep.values]
+    ys = [pt.ettr.mean for pt in sweep.points]
+    err = [0.0 if math.isnan(pt.ettr.ci95) else pt.ettr.ci95 for pt in sweep.points]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label="simulated ETTR (95% CI)")
-    best = sweep["optimum"]
-    ax.plot([float(best["value"])], [best["ettr"]["mean"]], "r*", markersize=12,
-            label=f"optimum found: {best['value']}")
-    daly, young = sweep["daly_min"], sweep["young_min"]
-    if sweep["param"] == "ckpt-interval" and not math.isnan(daly):
+    best = sweep.optimum
+    ax.plot([best.value], [best.ettr.mean], "r*", markersize=12,
+            label=f"optimum found: {best.value:g}")
+    daly, young = sweep.daly_min, sweep.young_min
+    if sweep.param == "ckpt-interval" and not math.isnan(daly):
         ax.axvline(daly, color="g", linestyle="--", label=f"Daly {daly:.1f} min")
         ax.axvline(young, color="g", linestyle=":", label=f"Young {young:.1f} min")
         ax.set_xlabel("checkpoint interval (min)")
     else:
-        ax.set_xlabel(sweep["param"])
+        ax.set_xlabel(sweep.param)
         if not math.isnan(daly):
             ax.plot([], [], " ", label=f"Young/Daly interval here: {daly:.1f} min")
     ax.set_ylabel("ETTR")
-    ax.set_title(f"ETTR vs {sweep['param']} — {SIMULATED.split(' (')[0]}", fontsize=10)
+    ax.set_title(f"ETTR vs {sweep.param} — {SIMULATED.split(' (')[0]}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.text(0.01, 0.01, SIMULATED, fontsize=6, color="gray")

@@ -2,7 +2,9 @@
 
 Also the published analytic checks the simulator is compared with: Meta's E[ETTR]
 approximation, the exact renewal ETTR of the same memoryless model, and the Young/Daly
-checkpoint interval. Every result dict says `simulated: true`.
+checkpoint interval. A run's result is a typed `SimResult` (rackscale.simresult) and a sweep's
+a `SweepResult` of one `SweepPoint` (a result and its value) per value; both say
+`simulated: true`.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from rackscale.simresult import MeanCI, SimResult, YoungDaly
 from rackscale.simulate.config import (
     FleetShape,
     Plan,
@@ -59,7 +63,8 @@ def young_daly(mtbf_h: float, cost_h: float) -> dict[str, float]:
     return {"young_min": young * 60, "daly_min": (young - cost_h) * 60}
 
 
-def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
+def summarize(p: Plan, tl: Tallies, wall_s: float) -> SimResult:
+    """The figures of one run from its per-trial tallies (means over the trials, 95% CIs)."""
     c, h = p.config, p.horizon_h
     hold = h - tl.wait
     ettr = tl.work / h
@@ -80,7 +85,7 @@ def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
             "waiting for repair or spare": tl.wait, "checkpoint writes": tl.checkpoint,
             "straggler slowdown": tl.useful_wall - tl.work}
     mtbf = 1 / (p.fail_rate_h + p.slow_rate_h) if p.fail_rate_h + p.slow_rate_h > 0 else math.inf
-    return {
+    return SimResult.model_validate({
         "simulated": True,
         "note": SIMULATED,
         "run_id": f"sim-{uuid.uuid4().hex[:12]}",
@@ -119,11 +124,13 @@ def summarize(p: Plan, tl: Tallies, wall_s: float) -> dict[str, Any]:
         **young_daly(mtbf, p.w_h),
         "engine_steps": tl.steps,
         "wall_s": wall_s,
-    }
+    })
 
 
 def run(config: SimConfig, fleet: FleetShape,
-        progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[float], None] | None = None) -> SimResult:
+    """Simulate one policy on one fleet: the typed result (`SimResult.payload()` is what a
+    `simulate.run` event stores)."""
     p = plan(config, fleet)
     t0 = time.perf_counter()
     tl = simulate(p, progress)
@@ -139,8 +146,48 @@ SWEEPS: dict[str, str] = {
 }
 
 
+class SweepPoint(SimResult):
+    """One run of a sweep: the swept value and the run's whole result."""
+
+    value: float = Field(description="the swept parameter's value at this run")
+
+
+class SweepOptimum(BaseModel):
+    """The best value found: the highest mean ETTR (and, for a checkpoint-interval sweep
+    with the best inside the range, the peak of a parabola through it and its neighbours)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float
+    ettr: MeanCI
+    fitted_min: float | None = None
+
+
+class SweepResult(YoungDaly):
+    """A policy swept over values with the same seed (common random numbers); Young/Daly
+    are at the optimum's failure rate and checkpoint cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    simulated: Literal[True] = True
+    note: str = SIMULATED
+    param: str = Field(description="the CLI name of the swept policy (SWEEPS)")
+    field: str = Field(description="the SimConfig field it sets")
+    values: list[float]
+    points: list[SweepPoint]
+    optimum: SweepOptimum
+    young_min: float
+    daly_min: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The sweep as `simulate sweep --json` prints it (`fitted_min` only when fitted;
+        `storage`/`recovery` of a point only when it used them)."""
+        out = self.model_dump(exclude={"points", "optimum"})
+        out["points"] = [p.as_dict() for p in self.points]
+        out["optimum"] = self.optimum.model_dump(exclude_none=True)
+        return out
+
+
 def sweep(config: SimConfig, fleet: FleetShape, param: str, values: list[float],
-          progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+          progress: Callable[[int, float], None] | None = None) -> SweepResult:
     """Run one simulation per value (same seed: the same failures at every point)."""
     if param not in SWEEPS:
         raise SimulateError(f"unknown sweep parameter {param!r}; valid: {', '.join(SWEEPS)}")
@@ -158,19 +205,17 @@ def sweep(config: SimConfig, fleet: FleetShape, param: str, values: list[float],
     for n, (v, p) in enumerate(zip(values, plans, strict=True)):
         t0 = time.perf_counter()
         tl = simulate(p, None if progress is None else (lambda f, n=n: progress(n, f)))
-        points.append({"value": v} | summarize(p, tl, time.perf_counter() - t0))
-    means = np.array([pt["ettr"]["mean"] for pt in points])
+        run = summarize(p, tl, time.perf_counter() - t0)
+        points.append(SweepPoint.model_validate(run.model_dump() | {"value": v}))
+    means = np.array([pt.ettr.mean for pt in points])
     best = int(np.argmax(means))
-    out: dict[str, Any] = {
-        "simulated": True, "note": SIMULATED, "param": param, "field": field,
-        "values": list(values), "points": points,
-        "optimum": {"value": values[best], "ettr": points[best]["ettr"]},
-        "young_min": points[best]["young_min"], "daly_min": points[best]["daly_min"],
-    }
+    fitted = None
     if field == "ckpt_interval_min" and 0 < best < len(values) - 1:
-        out["optimum"]["fitted_min"] = _parabola_peak(values[best - 1:best + 2],
-                                                      means[best - 1:best + 2])
-    return out
+        fitted = _parabola_peak(values[best - 1:best + 2], means[best - 1:best + 2])
+    return SweepResult(
+        param=param, field=field, values=list(values), points=points,
+        optimum=SweepOptimum(value=values[best], ettr=points[best].ettr, fitted_min=fitted),
+        young_min=points[best].young_min, daly_min=points[best].daly_min)
 
 
 def _parabola_peak(xs: list[float], ys: np.ndarray) -> float:

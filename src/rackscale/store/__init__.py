@@ -35,6 +35,7 @@ from rackscale.store.events import (
     SimulateSweepV1,
     UnknownEventKind,
     event_kind,
+    parse,
 )
 from rackscale.store.loader import FleetMismatch, LoadResult, load_topology, loaded_spec
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow, UTCDateTime
@@ -76,7 +77,7 @@ __all__ = [
     "UnknownEventKind",
     "default_db_url",
     "event_kind",
-
     "load_topology",
     "loaded_spec",
+    "parse",
 ]

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rackscale.errors import UserError
 from rackscale.incidents import RECOVERY_INCIDENT
 from rackscale.registry import Registry, UnknownName
+from rackscale.simresult import Goodput, MeanCI, SimRunRecord, SimulatedJob, YoungDaly
 
 VERSION_KEY = "v"
 
@@ -56,7 +57,7 @@ class Payload(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The payload as stored: plain JSON values, fields left unset omitted, `v` when the
         version is past 1."""
-        out = self.model_dump(mode="json", exclude_unset=True)
+        out = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
         if self.VERSION != 1:
             out[VERSION_KEY] = self.VERSION
         return out
@@ -177,12 +178,17 @@ Backend = Literal["twin", "real"]
 Stage = int | str  # 1 gpu, 2 tray, 3 domain, 4 multi-rack, or the stage's name
 
 
-@event_kind("certify.run")
-class CertifyRunV1(Payload):
-    """One certification run (component_id: the fleet's name). `findings` is a count."""
+class OfCertifyRun(BaseModel):
+    """The certification run an event comes from, and what it ran on."""
 
     run_id: str
     backend: Backend
+
+
+@event_kind("certify.run")
+class CertifyRunV1(Payload, OfCertifyRun):
+    """One certification run (component_id: the fleet's name). `findings` is a count."""
+
     seed: int | None = None
     faults_file: str | None = None
     stages: list[Stage] = []
@@ -210,7 +216,7 @@ FindingVerdict = Literal["fail", "warn", "pass"]
 
 
 @event_kind("certify.finding")
-class CertifyFindingV1(Payload):
+class CertifyFindingV1(Payload, OfCertifyRun):
     """A finding of a run (component_id: the faulty component, or the smallest scope holding
     an unlocalized group)."""
 
@@ -219,8 +225,6 @@ class CertifyFindingV1(Payload):
     stage: Stage
     evidence: dict[str, Any] = {}
     confidence: float = Field(ge=0, le=1)
-    run_id: str
-    backend: Backend
     verdict: FindingVerdict = "fail"
 
 
@@ -252,12 +256,6 @@ class LifecycleTransitionV1(Payload):
     evidence_seq: int | None = None  # the certify.result that opened certified/production
     finding_seq: int | None = None  # the certify.finding that sent it to triage
     backend: Backend | None = None  # the driver behind the move
-
-    def dump(self) -> dict[str, Any]:
-        out = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
-        if self.VERSION != 1:
-            out[VERSION_KEY] = self.VERSION
-        return out
 
 
 @event_kind("lifecycle.interlock")
@@ -291,91 +289,39 @@ class LifecycleNotedV1(Closed):
 
 
 # ---------------------------------------------------------------------------------- simulate
-class MeanCI(BaseModel):
-    """A mean and its 95% half-width (or an interval [low, high])."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    mean: float
-    ci95: float | list[float] | None = None
-
-
-class Goodput(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-    scheduling: float | None = None
-    runtime: float | None = None
-    program: float | None = None
-    total: float
-
-
 @event_kind("simulate.run")
-class SimulateRunV1(Payload):
-    """A simulated job on a fleet (component_id: the fleet's name); hours are per trial."""
-
-    run_id: str
-    fleet: str
-    simulated: Literal[True]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
-    failure_model: str
-    ckpt_interval_min: float
-    ettr: MeanCI
-    goodput: Goodput
-    goodput_ci95: dict[str, float] | None = None
-    job_mttf_h: float | None = None
-    young_min: float | None = None
-    daly_min: float | None = None
-    interruptions_by_cause: dict[str, float] = {}
-    lost_hours_by_cause: dict[str, float] = {}
-    fleet_gpus: int | None = None
-    pool: str | None = None  # the rack template or GPU SKU the job ran on
-    pool_gpus: int | None = None
-    storage: dict[str, Any] | None = None  # the measured storage figures (--storage)
-    # The restart cost it used: measured (--recovery, --recovery-from-store) or assumed.
-    recovery: dict[str, Any] | None = None
+class SimulateRunV1(Payload, SimRunRecord):
+    """A simulated job on a fleet (component_id: the fleet's name); hours are per trial. Its
+    fields are `rackscale.simresult.SimRunRecord`'s; the simulator writes its whole
+    `SimResult`, which reads back from the payload with `SimResult.model_validate`."""
 
 
-class SweepPoint(BaseModel):
+class SweepPoint(YoungDaly):
+    """One value of a sweep and the run's figures at it."""
+
     model_config = ConfigDict(extra="allow", frozen=True)
     value: float
     ettr: MeanCI
     goodput: Goodput | None = None
     job_mttf_h: float | None = None
-    young_min: float | None = None
-    daly_min: float | None = None
 
 
 @event_kind("simulate.sweep")
-class SimulateSweepV1(Payload):
+class SimulateSweepV1(Payload, SimulatedJob, YoungDaly):
     """One policy swept over values (component_id: the fleet's name)."""
 
-    fleet: str
-    simulated: Literal[True]
     param: str
     field: str
     values: list[float]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
     points: list[SweepPoint]
     optimum: dict[str, Any]
-    young_min: float | None = None
-    daly_min: float | None = None
 
 
 @event_kind("simulate.storage_whatif")
-class SimulateStorageWhatifV1(Payload):
+class SimulateStorageWhatifV1(Payload, SimulatedJob):
     """A storage what-if (component_id: the fleet's name): ETTR and lost GPU-hours per
     storage setup (local cache, replication) over checkpoint intervals."""
 
-    fleet: str
-    simulated: Literal[True]
-    job_gpus: int
-    days: float
-    trials: int
-    seed: int
     failure_model: str
     setups: dict[str, Any]
     storage: dict[str, Any] | None = None
