@@ -37,7 +37,7 @@ def test_a_command_that_does_not_exist_is_refused_before_any_rank(tmp_path: Path
 def test_an_unknown_runner_lists_the_valid_ones_and_the_lab_runner_needs_a_lab(
         tmp_path: Path) -> None:
     msg = _error(_run(tmp_path / "job", "--runner", "nope", "--gpus", "1", cmd=["true"]))
-    assert "unknown runner 'nope'" in msg and "local, lab" in msg
+    assert "unknown runner 'nope'" in msg and "local, lab, slurm" in msg
     msg = _error(_run(tmp_path / "job", "--runner", "lab", "--lab", str(tmp_path / "none"),
                       "--gpus", "1", cmd=["true"]))
     assert "no lab is recorded in" in msg and "rackscale lab up" in msg
