@@ -9,6 +9,7 @@ plots), write. Ratios are against the collect time measured in the same run.
     python bench/bench_report.py                     # 504, 36,864 and 128,016 GPUs
     python bench/bench_report.py --quick             # seed and 32 racks (CI smoke)
     python bench/bench_report.py --stores DIR        # keep (and reuse) the filled stores
+    python bench/bench_report.py --stores DIR --racks 1778 --repeats 5   # 128k only
 
 Filling the 128k store (1.3M inventory rows, 178k events) takes minutes; with `--stores` it
 is filled once and later runs time the report alone. Goals at 128,016 GPUs: build <= 5 s,
@@ -85,7 +86,9 @@ def bench(name: str, topo: Topology, repeats: int, stores: Path | None) -> dict:
             # CPU seconds of this process: on a shared machine wall time also counts the
             # other jobs' turns on the cores; CPU time is the report's own work.
             t["cpu"] = time.process_time() - cpu0
-            best = t if not best or t["total"] < best["total"] else best
+            # The best repeat by CPU seconds: on a loaded machine the wall time mostly
+            # measures the other jobs.
+            best = t if not best or t["cpu"] < best["cpu"] else best
         events = store.count_events()
         html_kb = len(html.encode()) / 1024
         store.close()
@@ -98,17 +101,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="seed fleet and 32 racks only")
     ap.add_argument("--stores", type=Path, default=None,
                     help="directory to keep the filled stores in and reuse them from")
+    ap.add_argument("--racks", type=int, nargs="*", default=None,
+                    help="synthetic fleet sizes in racks (default 512 1778); the seed fleet "
+                    "is always first")
+    ap.add_argument("--repeats", type=int, default=3, help="builds per fleet, best by CPU")
     args = ap.parse_args()
     if args.stores:
         args.stores.mkdir(parents=True, exist_ok=True)
     fleets = [("seed-504", Topology.build(seed_fleet()))]
-    sizes = [32] if args.quick else [512, 1778]
+    sizes = [32] if args.quick else (args.racks if args.racks is not None else [512, 1778])
     fleets += [(f"synthetic-{n}", Topology.build(synthetic_fleet(n))) for n in sizes]
     print(f"{'fleet':<15}{'GPUs':>8}{'events':>9}{'collect s':>11}{'ledger s':>10}"
           f"{'doc s':>8}{'html s':>8}{'write s':>9}{'total s':>9}{'CPU s':>8}{'x collect':>11}"
           f"{'html KiB':>10}")
     for name, topo in fleets:
-        r = bench(name, topo, repeats=1 if args.quick else 3, stores=args.stores)
+        r = bench(name, topo, repeats=1 if args.quick else args.repeats, stores=args.stores)
         print(f"{r['fleet']:<15}{r['gpus']:>8}{r['events']:>9}{r['collect']:>11.3f}"
               f"{r['ledger']:>10.3f}{r['document']:>8.3f}{r['html']:>8.3f}{r['write']:>9.3f}"
               f"{r['total']:>9.3f}{r['cpu']:>8.3f}{r['total'] / r['collect']:>11.2f}"

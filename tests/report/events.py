@@ -106,11 +106,11 @@ def certify(store: Store, topo: Topology, findings: list[dict[str, Any]], *,
 
 
 def simulate(store: Store, topo: Topology, *, ettr: float = 0.93, job_gpus: int = 432,
-             sweep: bool = True) -> None:
+             sweep: bool = True, run_id: str = "sim-0001") -> None:
     """A simulate.run shaped like the simulate room's `results.summarize` (means with CI
     half-widths, goodput split, infinite figures allowed) with a checkpoint-interval sweep."""
     payload: dict[str, Any] = {
-        "simulated": True, "run_id": "sim-0001", "fleet": topo.spec.name, "job_gpus": job_gpus,
+        "simulated": True, "run_id": run_id, "fleet": topo.spec.name, "job_gpus": job_gpus,
         "days": 30, "trials": 200, "seed": 7, "failure_model": "llama3-405b",
         "ckpt_interval_min": 20.0, "ettr": {"mean": ettr, "ci95": 0.02},
         "goodput": {"scheduling": 0.99, "runtime": 0.94, "program": 0.4, "total": ettr * 0.4},

@@ -1,5 +1,6 @@
 """`report diff` on two demo-like runs of the real rooms (lifecycle, certify on the twin,
-triage, simulate, report) that differ only in the faults file."""
+triage, simulate, report) that differ only in the faults file: of the two report.json files,
+and of the two runs in the store."""
 
 from __future__ import annotations
 
@@ -92,3 +93,20 @@ def test_diff_of_two_runs_with_different_faults(tmp_path: Path,
     assert r.exit_code == 0, r.output
     for component, kind in added | cleared:
         assert f"{component} {kind}" in r.output
+
+    # the same two runs named in the store: each report rebuilt as the store stood after its
+    # run gives the diff of the two files
+    db = f"sqlite:///{tmp_path}/rackscale.db"
+    store = Store(db)
+    runs = [e.payload["run_id"] for e in store.events(kind="certify.run")]
+    store.close()
+    r = CliRunner().invoke(app, ["report", "diff", "--db", db, *runs, "--json"])
+    assert r.exit_code == 0, r.output
+    by_store = json.loads(r.stdout)
+    for key in ("ledger", "findings_new", "findings_cleared", "racks", "job_shapes"):
+        assert by_store[key] == diff[key], key
+    assert [by_store[s]["last_event_seq"] for s in ("old", "new")] == [
+        old["last_event_seq"], new["last_event_seq"]]
+    r = CliRunner().invoke(app, ["report", "diff", "--db", db, runs[0],
+                                 str(tmp_path / "run1.json"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["empty"], r.output

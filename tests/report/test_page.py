@@ -143,3 +143,45 @@ def test_goodput_section_has_no_scientific_notation() -> None:
     html = _goodput(doc)
     assert not re.search(r"\de[+-]?\d", html), html
     assert "runtime 0.999910 ± 0.000088" in html
+
+
+def test_every_table_header_of_the_page_is_a_column_header() -> None:
+    """Every table's header row is written one way (report/html.py): its cells are column
+    headers for screen readers, and every table has its own id."""
+    from html.parser import HTMLParser
+
+    from rackscale.fleet import Topology, seed_fleet
+    from rackscale.report import build_document, build_ledger, render_html
+    from rackscale.report.diff import diff_documents
+
+    from .scale import memory_view
+
+    topo = Topology.build(seed_fleet("seed-504"))
+    old = memory_view(topo, [("us-east/r03/cdu", "coolant_flow_low")])
+    new = memory_view(topo, [("us-east/r01/c03/gpu1", "slow_gpu")], {"us-west/r02"})
+    doc = build_document(new, build_ledger(new))
+    doc["changes"] = diff_documents(build_document(old, build_ledger(old)), doc)
+
+    class Heads(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.in_head, self.heads, self.ids = False, [], []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            a = dict(attrs)
+            if tag == "table":
+                self.ids.append(a.get("id"))
+            self.in_head = self.in_head or tag == "thead"
+            if tag == "th" and self.in_head:
+                self.heads.append(a.get("scope"))
+
+        def handle_endtag(self, tag: str) -> None:
+            self.in_head = self.in_head and tag != "thead"
+
+    p = Heads()
+    p.feed(render_html(doc))
+    assert len(p.heads) > 40 and set(p.heads) == {"col"}
+    assert {"ledger", "job-shapes", "findings", "finding-groups", "method", "diff-ledger",
+            "diff-racks"} <= set(p.ids)
+    named = [i for i in p.ids if i]
+    assert len(named) == len(set(named))

@@ -78,7 +78,8 @@ def test_incidents_api_pages_newest_first_and_filters(client_with_incidents: Any
     assert [r["attempt"] for r in body["items"]] == [3, 2, 1]
     assert body["items"][0]["outcome"] == "no_spare" and body["items"][0]["restart_s"] is None
     assert body["items"][2]["component"] == made[0]["component"]
-    assert body["items"][2]["detect_s"] == 0.8 and body["items"][2]["measured"] == "measured"
+    assert body["items"][2]["detect_s"] == 0.8
+    assert body["items"][2]["measured"]["basis"] == "measured"
     pages = [client.get(f"/api/v1/incidents?limit=2&offset={o}").json() for o in (0, 2)]
     assert [r["seq"] for p in pages for r in p["items"]] == [r["seq"] for r in body["items"]]
     fs = client.get("/api/v1/incidents?symptom=fail_stop").json()
@@ -198,3 +199,20 @@ def test_incident_histograms_count_every_value_once(rows: list[tuple[str, float 
     total = sum(x.value for x in fams["rackscale_incidents"].samples
                 if x.name == "rackscale_incidents_total")
     assert total == len(rows)
+
+
+def test_an_incident_is_the_same_row_in_the_api_and_the_report(
+        client_with_incidents: Any) -> None:
+    """One function builds an incident's row: the API serves what the report's recovery
+    section holds (restart cost, badput buckets, where it was measured), newest first."""
+    from rackscale.incidents import RECOVERY_INCIDENT
+    from rackscale.report.recovery import recovery_section
+
+    client, _made = client_with_incidents
+    store = client.app.state.store
+    served = client.get("/api/v1/incidents").json()["items"]
+    section = recovery_section([e.as_dict() for e in store.events(kind=RECOVERY_INCIDENT)])
+    assert served == section["incidents"][::-1]
+    assert served[-1]["restart_cost_s"] == pytest.approx(0.8 + 4.0 + 3.1)
+    assert served[-1]["badput_s"]["detection"] == 0.8
+    assert served[0]["restart_cost_s"] is None  # the straggler had no spare: no restart

@@ -153,3 +153,40 @@ def test_spec_only_change_reaches_the_fleet_row(store: Store) -> None:
     assert spec["regions"][0]["power_budget_kw"] == 500.0
     assert store.events(kind="fleet.loaded", newest_first=True)[0].payload["spec_changed"]
     assert not load_topology(store, Topology.build(budgeted)).changed
+
+
+def test_event_payloads_and_times_read_back_exactly(store: Store) -> None:
+    """The bulk read (payloads decoded in one pass, SQLite times from their text) gives back
+    what was written: nested values, unicode, floats, infinities, empty payloads, times to
+    the microsecond, aware in UTC, whatever zone they were written in."""
+    from datetime import timedelta, timezone
+
+    t0 = datetime(2026, 11, 29, 23, 59, 59, 123456, tzinfo=timezone(timedelta(hours=-5)))
+    payloads = [
+        {"verdict": "pass", "stages_passed": [1, 2, 3, 4], "note": "Düsseldorf ✓ \"q\" ,]"},
+        {"verdict": "fail", "nested": {"a": [{"b": None}, 1.5e-9, -0.0, 10**15]}},
+        {"verdict": "not_run", "n": -7},
+        {"verdict": "pass"},
+    ]
+    seqs = [store.append_event(f"us-east/r01/c{i:02d}", "certify.result", p,
+                               time=t0 + timedelta(microseconds=i), actor="t", reason=f"r{i}")
+            for i, p in enumerate(payloads)]
+    seqs.append(store.append_event("us-east/r01", "fleet.rack_removed", {},
+                                   time=datetime(2026, 1, 1, tzinfo=UTC)))
+    extra = []
+    if store.dialect == "sqlite":
+        # JSON has no infinity; SQLite keeps Python's `Infinity` (a job that never failed),
+        # PostgreSQL's json type refuses it on write
+        extra = [{"rule": "r", "action": "hold", "mttf_h": float("inf")}]
+        seqs.append(store.append_event("us-east/r01", "lifecycle.interlock", extra[0]))
+    evs = store.events()
+    assert [e.seq for e in evs] == seqs
+    assert [e.payload for e in evs] == [*payloads, {}, *extra]
+    evs = evs[:5]
+    for i, e in enumerate(evs[:-1]):
+        assert e.time == t0 + timedelta(microseconds=i)
+        assert e.time.utcoffset() == timedelta(0)
+        assert (e.actor, e.reason, e.component_id) == ("t", f"r{i}", f"us-east/r01/c{i:02d}")
+    assert evs[-1].time == datetime(2026, 1, 1, tzinfo=UTC) and evs[-1].payload == {}
+    assert [e.seq for e in store.latest_events("certify.result")] == seqs[:4]
+    assert store.events_with("certify.result", "verdict", "fail") == [evs[1]]

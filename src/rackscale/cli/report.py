@@ -226,6 +226,11 @@ def print_diff(diff: dict[str, Any]) -> None:
     old, new = diff["old"], diff["new"]
     console.print(f"[bold]report diff[/] {escape(str(old['fleet']))}: events up to seq "
                   f"{old['last_event_seq']} -> {new['last_event_seq']}", highlight=False)
+    for side, stamp in (("old", old), ("new", new)):
+        if stamp.get("source"):
+            console.print(f"{side}: {escape(stamp['source'])}", highlight=False)
+        for w in stamp.get("warnings") or []:
+            console.print(f"[yellow]warning ({side}):[/] {escape(w)}")
     if diff["empty"]:
         console.print("no changes: same ledger, findings, racks and job shapes")
         return
@@ -254,17 +259,50 @@ def print_diff(diff: dict[str, Any]) -> None:
                       f"{s['old']:,} -> {s['new']:,} ({s['delta']:+,})", highlight=False)
 
 
+DiffRef = "a report.json file, or in the store (--db) a certification or simulation run " \
+    "id, seq:N (the store up to event N) or latest"
+
+
+def _report_at(ref: str, stores: dict[str, Any], db: str | None, shape: Any) -> tuple[
+        dict[str, Any], str]:
+    """(report document, what it is in words) of one side of a diff: the file when `ref`
+    is one (or names a .json), else the store's report at the point `ref` names."""
+    path = Path(ref)
+    if path.exists() or ref.endswith(".json"):
+        return _report_file(path), f"file {ref}"
+    from rackscale.report import document_at, resolve_point
+
+    if "store" not in stores:  # opened once for both sides, read-only
+        stores["store"] = Store(db, readonly=True)
+    point = resolve_point(stores["store"], ref)
+    return document_at(stores["store"], point, shape=shape), point.what
+
+
 @app.command()
 def diff(
-    old: Path = typer.Argument(..., metavar="OLD", help="The earlier report.json."),
-    new: Path = typer.Argument(..., metavar="NEW", help="The later report.json."),
+    old: str = typer.Argument(..., metavar="OLD", help=f"The earlier report: {DiffRef}."),
+    new: str = typer.Argument(..., metavar="NEW", help=f"The later report: {DiffRef}."),
+    db: str | None = DbOption,
+    shape_gpus: int = ShapeGpusOption,
+    stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:
     """What changed between two reports and why: ledger deltas per step with their reason
-    codes, findings new and cleared, racks that changed, job shapes."""
+    codes, findings new and cleared, racks that changed, job shapes. Each side is a
+    report.json, or a run in the store, whose report is built as the store stood then
+    (--shape-gpus and --stages apply to those)."""
     from rackscale.report import diff_documents
 
-    result = diff_documents(_report_file(old), _report_file(new))
+    shape, stores = _shape(shape_gpus, stages), {}
+    try:
+        (old_doc, old_what), (new_doc, new_what) = (_report_at(r, stores, db, shape)
+                                                    for r in (old, new))
+    finally:
+        if "store" in stores:
+            stores["store"].close()
+    result = diff_documents(old_doc, new_doc)
+    for side, doc, what in (("old", old_doc, old_what), ("new", new_doc, new_what)):
+        result[side] |= {"source": what, "warnings": list(doc.get("warnings") or [])}
     if as_json:
         emit_json(result)
         return

@@ -4,6 +4,7 @@ Reads the store only (inventory + event log, docs/contracts.md); writes report.j
 (validated by report.schema.json) and a self-contained report.html.
 """
 
+from rackscale.report.asof import StorePoint, StorePointError, document_at, resolve_point
 from rackscale.report.build import BuiltReport, build_report, report_document
 from rackscale.report.cost import check_price
 from rackscale.report.diff import ReportDiffError, diff_documents
@@ -40,6 +41,8 @@ __all__ = [
     "ReportDiffError",
     "ReportInputError",
     "Step",
+    "StorePoint",
+    "StorePointError",
     "StoreView",
     "Verification",
     "build_document",
@@ -50,12 +53,14 @@ __all__ = [
     "describe",
     "diff_documents",
     "disclosure_schema",
+    "document_at",
     "keygen",
     "load_redaction_key",
     "redact_bundle",
     "render_html",
     "report_document",
     "report_schema",
+    "resolve_point",
     "rule_for",
     "sign_bundle",
     "stamp_page",

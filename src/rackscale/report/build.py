@@ -31,18 +31,21 @@ class BuiltReport:
 
 
 def report_document(store: Store, *, shape: JobShape | None = None,
-                    fleet: str | None = None,
-                    gpu_hour_price: float | None = None) -> tuple[dict[str, Any], Ledger]:
+                    fleet: str | None = None, gpu_hour_price: float | None = None,
+                    until_seq: int | None = None) -> tuple[dict[str, Any], Ledger]:
+    """The report document of the store now, or with `until_seq` of the store as it stood
+    when that event was the newest (report/asof.py names such points)."""
     t0 = time.perf_counter()
-    view = collect(store, fleet=fleet)
+    view = collect(store, fleet=fleet, until_seq=until_seq)
     doc, ledger = document_of(view, params_of(shape or JobShape(), gpu_hour_price),
-                              recovery=_recovery_events(_extra_events(store)))
+                              recovery=_recovery_events(_extra_events(store, until_seq)))
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     return doc, ledger
 
 
-def _extra_events(store: Store) -> dict[str, list[Any]]:
-    return {name: [e for p in prefixes for e in store.events(kind_prefix=p)]
+def _extra_events(store: Store, until_seq: int | None = None) -> dict[str, list[Any]]:
+    return {name: [e for p in prefixes for e in store.events(kind_prefix=p,
+                                                             until_seq=until_seq)]
             for name, prefixes in EXTRA_EVENT_PREFIXES.items()}
 
 

@@ -107,22 +107,22 @@ def _performance(doc: dict[str, Any]) -> dict[str, Any]:
                    "NVLink on and off; expected = the model's figure at the links' rates"}
 
 
-# The disclosure's name for each measured time of an incident (report.json's recovery rows).
-_RECOVERY_TIMES = {"time_to_detect_s": "detect_s", "time_to_localize_s": "localize_s",
-                   "time_to_restart_s": "restart_s", "time_to_restore_s": "restore_s",
-                   "time_to_first_step_s": "first_step_s", "downtime_s": "downtime_s"}
+# The disclosure's name for each field of an incident row of report.json's recovery section
+# (rackscale.incidents.incident_row owns the row; the disclosure publishes it under these).
+_RECOVERY_FIELDS = {"kind": "symptom", "component": "component", "job": "job",
+                    "fault_kind": "fault_kind", "outcome": "outcome",
+                    "time_to_detect_s": "detect_s", "time_to_localize_s": "localize_s",
+                    "time_to_restart_s": "restart_s", "time_to_restore_s": "restore_s",
+                    "time_to_first_step_s": "first_step_s", "downtime_s": "downtime_s",
+                    "work_lost_steps": "work_lost_steps", "provenance": "measured"}
 
 
 def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
     """Measured incidents from report.json's recovery section (itself computed from the
     bundle's recovery.jsonl), beside the simulator's failure figures."""
     rows = (doc.get("recovery") or {}).get("incidents") or []
-    measured = [{"kind": r["symptom"], "component": r["component"], "job": r["job"],
-                 "fault_kind": r["fault_kind"], "outcome": r["outcome"],
-                 **{k: r[v] for k, v in _RECOVERY_TIMES.items()},
-                 "work_lost_steps": r["work_lost_steps"],
-                 "work_lost_s": r["badput_s"]["lost_work"],
-                 "provenance": r["measured"]} for r in rows]
+    measured = [{k: r[v] for k, v in _RECOVERY_FIELDS.items()}
+                | {"work_lost_s": r["badput_s"]["lost_work"]} for r in rows]
     sim = doc["simulation"]
     simulated = None
     if (run := _simulation(sim)) is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from rackscale.provenance import Provenance
 from rackscale.report import fmt, plots
+from rackscale.report.html import table
 from rackscale.report.ledger import failure_goodput
 from rackscale.report.page_changes import changes_section
 from rackscale.report.page_events import coverage, lifecycle
@@ -99,10 +100,8 @@ def _ledger(doc: dict[str, Any]) -> str:
             f'<details><summary>source</summary><small>{escape(s["source"])}</small></details>'
             '</td></tr>')
         prev = float(s["count"])
-    return ('<table id="ledger"><thead><tr><th scope="col">step</th><th scope="col">GPUs</th>'
-            '<th scope="col">lost</th><th scope="col">lost by reason</th><th scope="col">'
-            'basis, reason and source</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    return table("ledger", ("step", "GPUs", "lost", "lost by reason",
+                            "basis, reason and source"), "".join(rows))
 
 
 def _shapes(doc: dict[str, Any]) -> str:
@@ -124,17 +123,16 @@ def _shapes(doc: dict[str, Any]) -> str:
             f'<td class="num">{_fmt(s["certified_gpus"])}</td>'
             f'<td class="num">{_fmt(s["expected_gpus"])}{ci}</td>'
             f'<td>{_basis(s["basis"])} {_basis(s["goodput_basis"])}</td></tr>')
-    return ('<table id="job-shapes"><caption>Job shapes side by side: certified GPUs and '
-            'expected goodput for each kind of job, from the same evidence</caption><thead>'
-            '<tr><th scope="col">job shape</th><th scope="col">rack template</th>'
-            '<th scope="col">GPUs per job</th><th scope="col">jobs that fit</th>'
-            '<th scope="col">certified GPUs</th><th scope="col">expected under failures</th>'
-            '<th scope="col">basis (certified, goodput)</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table><p class="sub">A domain shape needs its '
-            'NVLink domain free of domain-wide findings and its certify.result passed; the '
-            '"trays out" shapes run on the healthy trays of such a domain. Tray shapes count '
-            'whole healthy trays (nodes) whose certify.result passed. Expected goodput applies '
-            'the simulated ETTR of the latest simulation to every shape.</p>')
+    return (table("job-shapes", ("job shape", "rack template", "GPUs per job", "jobs that fit",
+                                 "certified GPUs", "expected under failures",
+                                 "basis (certified, goodput)"), "".join(rows),
+                  caption="Job shapes side by side: certified GPUs and expected goodput for "
+                  "each kind of job, from the same evidence")
+            + '<p class="sub">A domain shape needs its NVLink domain free of domain-wide '
+            'findings and its certify.result passed; the "trays out" shapes run on the '
+            'healthy trays of such a domain. Tray shapes count whole healthy trays (nodes) '
+            'whose certify.result passed. Expected goodput applies the simulated ETTR of the '
+            'latest simulation to every shape.</p>')
 
 
 EVIDENCE_KEYS = ("value", "unit", "rel", "reference", "baseline", "flow_lpm", "required_lpm")
@@ -167,11 +165,9 @@ def _findings(doc: dict[str, Any]) -> str:
     opened = " open" if len(ordered) <= 12 else ""
     return (finding_groups(doc) + f'<details id="findings-all"{opened}>'
             f'<summary>every finding with its evidence{escape(more)}</summary>'
-            '<table id="findings"><thead><tr><th scope="col">component</th><th scope="col">'
-            'kind</th><th scope="col">stage</th><th scope="col">verdict</th><th scope="col">'
-            'confidence</th><th scope="col">ledger rule</th><th scope="col">GPUs affected / '
-            'dropped at this step</th><th scope="col">basis</th><th scope="col">evidence</th>'
-            f'</tr></thead><tbody>{rows}</tbody></table></details>')
+            + table("findings", ("component", "kind", "stage", "verdict", "confidence",
+                                 "ledger rule", "GPUs affected / dropped at this step",
+                                 "basis", "evidence"), rows) + "</details>")
 
 
 def _goodput(doc: dict[str, Any]) -> str:
@@ -246,9 +242,9 @@ def _method(doc: dict[str, Any]) -> str:
                    '</tr>' for m in doc["method"])
     reasons = "".join(f"<tr><td><code>{escape(k)}</code></td><td>{escape(v)}</td></tr>"
                       for k, v in doc["reasons"].items())
-    return (f'<table id="method"><thead><tr><th>step</th><th>how it is obtained</th>'
-            f'<th>basis</th><th>inputs</th></tr></thead><tbody>{rows}</tbody></table>'
-            f'<h3>reason codes</h3><table><tbody>{reasons}</tbody></table>')
+    return (table("method", ("step", "how it is obtained", "basis", "inputs"), rows)
+            + table("reason-codes", ("reason code", "what it means"), reasons,
+                    caption="reason codes"))
 
 
 def _summary(doc: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 from rackscale.report import fmt, plots
+from rackscale.report.html import table
 
 ROWS_SHOWN = 50  # per table; the rest are in report.json
 
@@ -27,11 +28,9 @@ def diff_tables(diff: dict[str, Any]) -> str:
             f'</td><td>' + "<br>".join(
                 f'<code>{escape(c)}</code> lost {_signed(d)}: {escape(diff_why(s, c))}'
                 for c, d in s["lost_delta"].items()) + "</td></tr>" for s in diff["ledger"])
-        parts.append('<table id="diff-ledger"><caption>Ledger steps that changed</caption>'
-                     '<thead><tr><th scope="col">step</th><th scope="col">before</th>'
-                     '<th scope="col">now</th><th scope="col">change</th><th scope="col">why '
-                     f'(GPUs lost by reason, change)</th></tr></thead><tbody>{rows}</tbody>'
-                     '</table>')
+        parts.append(table("diff-ledger", ("step", "before", "now", "change",
+                                           "why (GPUs lost by reason, change)"), rows,
+                           caption="Ledger steps that changed"))
     for key, title in (("findings_new", "New findings"), ("findings_cleared",
                                                           "Cleared findings")):
         fs = diff[key]
@@ -41,28 +40,23 @@ def diff_tables(diff: dict[str, Any]) -> str:
                            f'<td class="num">{f["dropped_gpus"]}</td></tr>'
                            for f in fs[:ROWS_SHOWN])
             more = f" (first {ROWS_SHOWN} of {len(fs):,})" if len(fs) > ROWS_SHOWN else ""
-            parts.append(f'<table id="diff-{key.replace("_", "-")}"><caption>{title}{more}'
-                         '</caption><thead><tr><th scope="col">component</th><th scope="col">'
-                         'kind</th><th scope="col">verdict</th><th scope="col">GPUs dropped'
-                         f'</th></tr></thead><tbody>{rows}</tbody></table>')
+            parts.append(table(f'diff-{key.replace("_", "-")}', ("component", "kind",
+                                                                  "verdict", "GPUs dropped"),
+                               rows, caption=title + more))
     if diff["racks"]:
         rows = "".join(f'<tr><td><code>{escape(r["id"])}</code></td><td>{escape(r["change"])}'
                        f'</td><td>{escape(str(r["old_state"]))} → {escape(str(r["new_state"]))}'
                        f'</td><td class="num">{r["old_usable"]} → {r["new_usable"]}</td></tr>'
                        for r in diff["racks"][:ROWS_SHOWN])
-        parts.append('<table id="diff-racks"><caption>Racks that changed</caption><thead><tr>'
-                     '<th scope="col">rack</th><th scope="col">change</th><th scope="col">'
-                     'state</th><th scope="col">certified GPUs</th></tr></thead>'
-                     f'<tbody>{rows}</tbody></table>')
+        parts.append(table("diff-racks", ("rack", "change", "state", "certified GPUs"), rows,
+                           caption="Racks that changed"))
     if diff["job_shapes"]:
         rows = "".join(f'<tr><td><code>{escape(s["name"])}</code> ({escape(s["template"])})'
                        f'</td><td class="num">{s["old"]:,}</td><td class="num">{s["new"]:,}'
                        f'</td><td class="num">{_signed(s["delta"])}</td></tr>'
                        for s in diff["job_shapes"])
-        parts.append('<table id="diff-shapes"><caption>Job shapes: certified GPUs</caption>'
-                     '<thead><tr><th scope="col">shape</th><th scope="col">before</th>'
-                     '<th scope="col">now</th><th scope="col">change</th></tr></thead>'
-                     f'<tbody>{rows}</tbody></table>')
+        parts.append(table("diff-shapes", ("shape", "before", "now", "change"), rows,
+                           caption="Job shapes: certified GPUs"))
     return "".join(parts)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from rackscale.report.html import table
 from rackscale.report.states import RACK_STATES
 
 # (background, text) per lifecycle state: Okabe-Ito based (tellable apart with the common
@@ -79,6 +80,16 @@ class _Group:
         return sum(r["usable_gpus"] for r in self.racks)
 
 
+def _worst_first(gs: list[_Group]) -> list[_Group]:
+    """Groups by GPUs lost before certification, most first (the overview and the map)."""
+    return sorted(gs, key=lambda g: (g.usable - g.gpus, g.anchor))
+
+
+def _totals(gs: list[_Group]) -> tuple[int, int]:
+    """(certified, all) GPUs of the groups."""
+    return sum(g.usable for g in gs), sum(g.gpus for g in gs)
+
+
 def _badness(r: dict[str, Any]) -> tuple[int, int, str]:
     """Sort key, worst first: GPUs lost, then findings, then the id (stable)."""
     return (-(r["gpus"] - r["usable_gpus"]),
@@ -113,15 +124,14 @@ def overview(groups: dict[str, list[_Group]]) -> str:
     rows = []
     for region, gs in groups.items():
         tiles = []
-        for g in sorted(gs, key=lambda g: (g.usable - g.gpus, g.anchor)):
+        for g in _worst_first(gs):
             share = g.usable / g.gpus if g.gpus else 0.0
             cls = "s-production" if share == 1 else ("s-degraded" if share >= 0.75 else
                                                       ("s-triage" if share > 0 else "s-repair"))
             tiles.append(f'<a class="{cls}" href="#{escape(g.anchor)}" title="'
                          f'{escape(g.region)} {escape(g.label)}: {g.usable:,} of {g.gpus:,} '
                          f'GPUs certified">{len(g.racks)} racks<br>−{g.gpus - g.usable:,}</a>')
-        gpus = sum(g.gpus for g in gs)
-        usable = sum(g.usable for g in gs)
+        usable, gpus = _totals(gs)
         rows.append(f'<div><b>{escape(region)}</b> {usable:,} of {gpus:,} GPUs certified '
                     f'<div class="ov">{"".join(tiles)}</div></div>')
     return (f'<div id="map-overview">{"".join(rows)}<p class="sub">Tiles: a group of '
@@ -187,7 +197,7 @@ def rack_map(doc: dict[str, Any], groups: dict[str, list[_Group]]) -> str:
     regions = []
     for region, gs in groups.items():
         parts = []
-        for g in sorted(gs, key=lambda g: (g.usable - g.gpus, g.anchor)):
+        for g in _worst_first(gs):
             ordered = sorted(g.racks, key=_badness)
             cards = "".join(rack_card(r) for r in ordered if small or r["id"] in worst)
             chips = "".join(_chip(r) for r in ordered if not small and r["id"] not in worst)
@@ -197,7 +207,7 @@ def rack_map(doc: dict[str, Any], groups: dict[str, list[_Group]]) -> str:
                 f'<details class="grp" id="{escape(g.anchor)}"{" open" if small or lost else ""}>'
                 f'<summary>{escape(g.label)}: {g.usable:,}/{g.gpus:,} certified, lost '
                 f'{lost:,}</summary><div class="racks">{cards}</div>{chips}</details>')
-        gpus, usable = sum(g.gpus for g in gs), sum(g.usable for g in gs)
+        usable, gpus = _totals(gs)
         states = Counter(r["state"] or "no state" for g in gs for r in g.racks)
         regions.append(
             f'<details class="grp" open><summary>{escape(region)}: {usable:,}/{gpus:,} GPUs '
@@ -241,8 +251,6 @@ def finding_groups(doc: dict[str, Any]) -> str:
             + ", ".join(f'<code>{escape(f["component"])}</code>' for f in top)
             + (f" and {len(fs) - len(top):,} more" if len(fs) > len(top) else "")
             + "</td></tr>")
-    return ('<table id="finding-groups"><caption>Findings by kind and scope, most GPUs '
-            'dropped first</caption><thead><tr><th scope="col">kind</th><th scope="col">'
-            'scope</th><th scope="col">findings</th><th scope="col">verdicts</th>'
-            '<th scope="col">GPUs dropped</th><th scope="col">top offenders</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    return table("finding-groups", ("kind", "scope", "findings", "verdicts", "GPUs dropped",
+                                    "top offenders"), "".join(rows),
+                 caption="Findings by kind and scope, most GPUs dropped first")

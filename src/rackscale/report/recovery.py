@@ -15,44 +15,20 @@ import statistics
 from html import escape
 from typing import Any
 
+from rackscale.incidents import BADPUT_BUCKETS as BUCKETS
 from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
-from rackscale.incidents import incident_restart_cost_s as restart_cost_s
+from rackscale.incidents import incident_row
 
+# The phases the page's table shows (every phase is in report.json's rows).
 TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "downtime_s")
-BUCKETS = ("detection", "restart", "restore", "lost_work")
-
-
-def _buckets(p: dict[str, Any]) -> dict[str, float | None]:
-    restore, down = p.get("restore_s"), p.get("downtime_s")
-    restart = None if down is None else float(down) - float(restore or 0.0)
-    lost = (None if p.get("step_s") is None
-            else round(float(p["work_lost_steps"]) * float(p["step_s"]), 4))
-    return {"detection": p.get("detect_s"),
-            "restart": None if restart is None else round(max(0.0, restart), 4),
-            "restore": restore, "lost_work": lost}
-
-
-def _where(p: dict[str, Any]) -> str:
-    host = p.get("host") or "host not recorded"
-    return f"supervisor of job {p.get('job')} on {host}"
-
-
-def incident_row(e: dict[str, Any]) -> dict[str, Any]:
-    p = e["payload"]
-    return {"seq": e.get("seq"), "job": p.get("job"), "attempt": p.get("attempt"),
-            "symptom": p.get("symptom"), "component": e.get("component"),
-            "fault_kind": p.get("fault_kind"), "outcome": p.get("outcome"),
-            **{k: p.get(k) for k in TIMES},
-            "work_lost_steps": p.get("work_lost_steps"), "step_s": p.get("step_s"),
-            "restart_cost_s": restart_cost_s(p), "badput_s": _buckets(p),
-            "measured": {"basis": "measured", "where": _where(p),
-                         "on": str(e.get("component"))}}
 
 
 def recovery_section(events: list[dict[str, Any]] | None) -> dict[str, Any]:
     """report.json's `recovery`: `not_run` without incidents, else every incident (event
     dicts as the bundle holds them) with the badput totals."""
-    rows = [incident_row(e) for e in events or [] if e.get("kind") == INCIDENT]
+    rows = [incident_row(e["payload"], seq=e.get("seq"), time=e.get("time"),
+                         component=e.get("component"))
+            for e in events or [] if e.get("kind") == INCIDENT]
     if not rows:
         return {"status": "not_run"}
     totals = {b: round(sum(r["badput_s"][b] or 0.0 for r in rows), 4) for b in BUCKETS}

@@ -58,8 +58,9 @@ class StoreView:
         return str(to) if to is not None else None
 
 
-def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | None]:
-    loaded = store.events(kind="fleet.loaded", newest_first=True)
+def _load_fleet(store: Store, fleet: str | None,
+                until: int | None = None) -> tuple[FleetSpec, Event | None]:
+    loaded = store.events(kind="fleet.loaded", newest_first=True, until_seq=until)
     rows = store.fleet_specs()
     if not rows:
         raise ReportInputError(
@@ -76,54 +77,57 @@ def _load_fleet(store: Store, fleet: str | None) -> tuple[FleetSpec, Event | Non
     return FleetSpec.model_validate(rows[fleet]), event
 
 
-def _latest(store: Store, kind: str) -> Event | None:
-    found = store.events(kind=kind, newest_first=True, limit=1)
+def _latest(store: Store, kind: str, until: int | None,
+            component_id: str | None = None) -> Event | None:
+    found = store.events(kind=kind, component_id=component_id, newest_first=True, limit=1,
+                         until_seq=until)
     return found[0] if found else None
 
 
-def _lifecycle(store: Store, view: StoreView) -> None:
-    view.lifecycle_counts = store.count_events_by_kind("lifecycle.")
+def _lifecycle(store: Store, view: StoreView, until: int | None) -> None:
+    view.lifecycle_counts = store.count_events_by_kind("lifecycle.", until_seq=until)
     if not view.lifecycle_counts:
         return
-    view.states = {e.component_id: e for e in store.latest_events("lifecycle.transition")}
-    recent = store.events(kind_prefix="lifecycle.", newest_first=True, limit=LIFECYCLE_RECENT)
+    view.states = {e.component_id: e
+                   for e in store.latest_events("lifecycle.transition", until_seq=until)}
+    recent = store.events(kind_prefix="lifecycle.", newest_first=True, limit=LIFECYCLE_RECENT,
+                          until_seq=until)
     view.lifecycle_events = recent[::-1]
-    view.interlocks = store.events(kind="lifecycle.interlock")
+    view.interlocks = store.events(kind="lifecycle.interlock", until_seq=until)
 
 
-def _of_run(store: Store, kind: str, run_id: Any) -> list[Event]:
+def _of_run(store: Store, kind: str, run_id: Any, until: int | None) -> list[Event]:
     """The events of one kind that carry `run_id`, filtered in the database."""
     if run_id is None:
         return []
-    return store.events_with(kind, "run_id", run_id)
+    return store.events_with(kind, "run_id", run_id, until_seq=until)
 
 
-def collect(store: Store, *, fleet: str | None = None) -> StoreView:
-    spec, fleet_event = _load_fleet(store, fleet)
+def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = None) -> StoreView:
+    """The report's read of the store; with `until_seq`, of the event log as it stood when
+    event `until_seq` was the newest (the inventory and fleet spec are the store's current
+    ones: it keeps no older copies; `report/asof.py` says when they changed since)."""
+    until = until_seq
+    spec, fleet_event = _load_fleet(store, fleet, until)
     topo = Topology.build(spec)
     gpus = store.component_ids(kind=GPU)
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
-    _lifecycle(store, view)
-    view.certify_run = _latest(store, "certify.run")
+    _lifecycle(store, view, until)
+    view.certify_run = _latest(store, "certify.run", until)
     if view.certify_run is not None:
         run_id = view.certify_run.payload.get("run_id")
-        view.findings = _of_run(store, "certify.finding", run_id)
-        view.results = _of_run(store, "certify.result", run_id)
+        view.findings = _of_run(store, "certify.finding", run_id, until)
+        view.results = _of_run(store, "certify.result", run_id, until)
     # A simulation belongs to the fleet it names (its event's component); another fleet's
     # ETTR says nothing about this one.
-    view.simulate_run = next(iter(store.events(kind="simulate.run", component_id=spec.name,
-                                               newest_first=True, limit=1)), None)
-    newest_sim = _latest(store, "simulate.run")
+    view.simulate_run = _latest(store, "simulate.run", until, spec.name)
+    newest_sim = _latest(store, "simulate.run", until)
     if newest_sim is not None and newest_sim.component_id != spec.name and (
             view.simulate_run is None or newest_sim.seq > view.simulate_run.seq):
         view.other_simulation = newest_sim
-    sweeps = store.events(kind="simulate.sweep", component_id=spec.name, newest_first=True,
-                          limit=1)
-    view.simulate_sweep = sweeps[0] if sweeps else None
-    view.storage_whatif = next(iter(store.events(
-        kind="simulate.storage_whatif", component_id=spec.name, newest_first=True, limit=1)),
-        None)
-    newest = store.events(newest_first=True, limit=1)
+    view.simulate_sweep = _latest(store, "simulate.sweep", until, spec.name)
+    view.storage_whatif = _latest(store, "simulate.storage_whatif", until, spec.name)
+    newest = store.events(newest_first=True, limit=1, until_seq=until)
     view.last_seq = newest[0].seq if newest else 0
     return view

@@ -20,16 +20,15 @@ from prometheus_client.utils import floatToGoString
 
 from rackscale.checkpoint import CkptState, Restorer, Tiers, load_config
 from rackscale.checkpoint import listing_rows as checkpoint_rows  # the one rule (`ls`)
+from rackscale.incidents import INCIDENT_PHASES_S, incident_row
 from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.server.api import ERRORS, LimitQ, OffsetQ, Page, page, snapshot
 from rackscale.server.snapshot import Snapshot
 from rackscale.store import Store
 
-# Payload field -> metric name part. Each is a histogram of that phase over every incident
+# Incident phase -> metric name part. Each is a histogram of that phase over every incident
 # that has it (a phase an incident never reached, e.g. no restart without a spare, is absent).
-INCIDENT_PHASES = {"detect_s": "detect", "localize_s": "localize", "stop_s": "stop",
-                   "restart_s": "restart", "start_s": "start", "restore_s": "restore",
-                   "first_step_s": "first_step", "downtime_s": "downtime"}
+INCIDENT_PHASES = {k: k.removesuffix("_s") for k in INCIDENT_PHASES_S}
 # Seconds: sub-second detection up to an hour-long outage.
 BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
            3600.0)
@@ -43,9 +42,9 @@ def incidents(store: Store, snap: Snapshot) -> list[dict[str, Any]]:
     API and /metrics agree with the rest of the snapshot)."""
 
     def build(_snap: Snapshot) -> list[dict[str, Any]]:
-        return [e.payload | {"seq": e.seq, "time": e.time.isoformat()}
-                for e in store.events(kind=INCIDENT, newest_first=True)
-                if e.seq <= snap.seq]
+        return [incident_row(e.payload, seq=e.seq, time=e.time.isoformat(),
+                             component=e.component_id)
+                for e in store.events(kind=INCIDENT, newest_first=True, until_seq=snap.seq)]
 
     return snap.derived("incidents", build)  # type: ignore[no-any-return]
 
