@@ -11,7 +11,13 @@ under `rackscale job run`, side by side in one run, on real gloo ranks (CPU).
    rackscale excludes the GPU, moves rank 1 to a spare and finishes. Target: rackscale
    finishes, torchrun does not.
 
-    PYTHONPATH=src python bench/bench_recovery.py [--quick] [--json OUT]
+3. Straggler detection (`--straggler`, also part of the full run): rackscale's detector and
+   nvidia-resiliency-ext's scoring on the same measured section times of a 1.5x-slowed rank
+   and of a clean run (bench/straggler_nvrx.py says how). Target: rackscale flags the slow
+   rank within 10 steps, and nothing in the clean run. `--nvrx-path DIR` adds a directory
+   where NVRx was installed (`pip install --target DIR nvidia-resiliency-ext`).
+
+    PYTHONPATH=src python bench/bench_recovery.py [--quick] [--straggler] [--json OUT]
 
 Every figure is measured on this host (wall clock); none is simulated.
 """
@@ -117,12 +123,18 @@ def _run_rackscale(root: Path, steps: int, persistent: bool, warm: bool) -> dict
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the transient case only")
+    ap.add_argument("--straggler", action="store_true", help="the straggler case only")
+    ap.add_argument("--nvrx-path", metavar="DIR", help="where nvidia-resiliency-ext is")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     steps = 20
     out: dict[str, Any] = {"measured": True, "host": "this host, CPU, gloo, 2 ranks"}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if args.straggler or not args.quick:
+            out["straggler"] = _straggler(root, args.nvrx_path)
+        if args.straggler:
+            return _emit(out, args.json, _straggler_ok(out["straggler"]))
         cases = [False] if args.quick else [False, True]
         for persistent in cases:
             name = "persistent" if persistent else "transient"
@@ -140,11 +152,35 @@ def main() -> int:
     if "persistent" in out:
         ps = out["persistent"]
         ok = ok and ps["rackscale"]["finished"] and not ps["torchrun"]["finished"]
+    if "straggler" in out:
+        ok = ok and _straggler_ok(out["straggler"])
+    return _emit(out, args.json, ok)
+
+
+def _straggler(root: Path, nvrx_path: str | None) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from straggler_nvrx import side_by_side
+
+    env = _env(root, root / "tiers.json")
+    for k in ("RACKSCALE_CKPT_CONFIG", "RACKSCALE_JOB_DIR", "RACKSCALE_RESUME"):
+        env.pop(k)
+    if nvrx_path:
+        env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{nvrx_path}"
+    return side_by_side(root, env)
+
+
+def _straggler_ok(res: dict[str, Any]) -> bool:
+    ours = res["rackscale"]
+    return bool(ours["steps_to_detection"] is not None and ours["steps_to_detection"] <= 10
+                and not ours["wrong_rank_flags"] and not ours["false_flags_clean"])
+
+
+def _emit(out: dict[str, Any], path: str | None, ok: bool) -> int:
     out["targets_met"] = ok
     text = json.dumps(out, indent=2)
     print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+    if path:
+        Path(path).write_text(text + "\n")
     return 0 if ok else 1
 
 

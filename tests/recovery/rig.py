@@ -21,6 +21,39 @@ def trainer_cmd(job_dir: Path, *extra: str, steps: int = STEPS) -> list[str]:
             "--pace-s", str(PACE), "--job-dir", str(job_dir), *extra]
 
 
+def reference_digest(steps: int = STEPS) -> str:
+    """The parameters' digest of an uninterrupted two-rank run of `trainer_cmd`'s training,
+    computed in this process: both ranks' gradients on the one model, summed and halved as
+    the trainer's all-reduce does. For two ranks that is exact (a + b is one IEEE addition
+    whichever rank adds), so it equals a real gloo run bit for bit, in seconds."""
+    import torch
+
+    from rackscale.recovery.trainer import DemoSettings, batch_for, build_model, params_digest
+
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)  # as each rank runs
+    s = DemoSettings(steps=steps)
+    model = build_model(s)
+    optim = torch.optim.Adam(model.parameters(), lr=s.lr)
+    params = list(model.parameters())
+    for step in range(1, steps + 1):
+        flats = []
+        for rank in (0, 1):
+            x, y = batch_for(s, step, rank)
+            optim.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            flats.append(torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None]))
+        flat = flats[0] + flats[1]
+        flat /= 2
+        offset = 0
+        for p in params:
+            if p.grad is not None:
+                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+        optim.step()
+    return params_digest(model)
+
+
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 

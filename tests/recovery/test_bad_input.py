@@ -34,6 +34,15 @@ def test_a_command_that_does_not_exist_is_refused_before_any_rank(tmp_path: Path
     assert not (tmp_path / "job" / "logs").exists()  # nothing was launched
 
 
+def test_an_unknown_runner_lists_the_valid_ones_and_the_lab_runner_needs_a_lab(
+        tmp_path: Path) -> None:
+    msg = _error(_run(tmp_path / "job", "--runner", "nope", "--gpus", "1", cmd=["true"]))
+    assert "unknown runner 'nope'" in msg and "local, lab, slurm" in msg
+    msg = _error(_run(tmp_path / "job", "--runner", "lab", "--lab", str(tmp_path / "none"),
+                      "--gpus", "1", cmd=["true"]))
+    assert "no lab is recorded in" in msg and "rackscale lab up" in msg
+
+
 def test_a_command_failing_on_every_rank_excludes_no_gpu(tmp_path: Path) -> None:
     job = tmp_path / "job"
     msg = _error(_run(job, "--gpus", "2", "--spares", "1",

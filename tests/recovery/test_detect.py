@@ -4,6 +4,7 @@ fail-stop's cause, and the straggler score (property tests over random step time
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 
 import pytest
 from hypothesis import given, settings
@@ -65,12 +66,15 @@ def test_fail_stop_blames_the_killed_rank_before_peers_whose_collective_failed()
     assert s is not None and s.rank == 1 and s.evidence["exit_code"] == 1
 
 
-def _feed(det: StragglerDetector, times: list[list[float]]) -> tuple[int, int] | None:
-    """Feed per-step compute times [step][rank]; (rank, step) of the first flag."""
+def _feed(det: StragglerDetector, times: list[list[float]],
+          ckpt: AbstractSet[tuple[int, int]] = frozenset()) -> tuple[int, int] | None:
+    """Feed per-step compute times [step][rank] (beats of (step, rank) in `ckpt` say the
+    rank's checkpoint work overlapped that step); (rank, step) of the first flag."""
     ranks = [RankBeats(rank=r) for r in range(len(times[0]))]
     for step, row in enumerate(times, 1):
         for r, t in enumerate(row):
-            ranks[r].add({"phase": "sync", "step": step, "t": float(step), "compute_s": t})
+            ranks[r].add({"phase": "sync", "step": step, "t": float(step), "compute_s": t,
+                          "ckpt": (step, r) in ckpt})
         got = det.feed(ranks)
         if got is not None:
             return got.rank, step
@@ -101,6 +105,35 @@ def test_a_rank_slowed_1_5x_is_flagged_within_ten_steps(world: int, seed: int, n
     got = _feed(StragglerDetector(world, cfg), times)
     assert got is not None and got[0] == slow
     # Counted from the first slow step (or from the end of warm-up, when it starts earlier).
+    assert got[1] - max(start + 1, cfg.warmup_steps + 1) < 10
+
+
+@settings(max_examples=80, deadline=None)
+@given(world=st.integers(2, 12), seed=st.integers(0, 2**32 - 1), noise=st.floats(0.0, 0.05),
+       every=st.integers(2, 12), after=st.integers(1, 6), cost=st.floats(1.5, 4.0),
+       start=st.integers(0, 60))
+def test_steps_slowed_by_a_ranks_own_checkpoint_work_never_flag_it(
+        world: int, seed: int, noise: float, every: int, after: int, cost: float,
+        start: int) -> None:
+    """The rank that commits checkpoints (its push to the region tier runs in its process)
+    is `cost` x slower for `after` steps after each save, and its beats say so: in 300 steps
+    it is never flagged; a rank that is truly 1.5x slow from `start` on still is, within 10
+    steps, though the checkpointing rank's steps are slow then too."""
+    rnd = random.Random(seed)
+    writer, after = rnd.randrange(world), min(after, every - 1)
+    ckpt = {(s, writer) for s in range(1, 301) if 0 < s % every <= after}
+
+    def times(slow: int | None) -> list[list[float]]:
+        return [[0.02 * (1 + rnd.uniform(-noise, noise))
+                 * (cost if (s, r) in ckpt else 1.0)
+                 * (1.5 if r == slow and s > start else 1.0) for r in range(world)]
+                for s in range(1, 301)]
+
+    cfg = DetectConfig()
+    assert _feed(StragglerDetector(world, cfg), times(None), ckpt) is None
+    slow = rnd.choice([r for r in range(world) if r != writer])
+    got = _feed(StragglerDetector(world, cfg), times(slow), ckpt)
+    assert got is not None and got[0] == slow
     assert got[1] - max(start + 1, cfg.warmup_steps + 1) < 10
 
 

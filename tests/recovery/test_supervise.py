@@ -30,6 +30,10 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return rig.result(job) | {"job_dir": job}
 
 
+def test_the_in_process_reference_equals_a_real_clean_run(clean: dict) -> None:
+    assert clean["params_sha256"] == rig.reference_digest()  # other tests compare to it
+
+
 def test_running_a_finished_job_again_starts_nothing(clean: dict) -> None:
     job = clean["job_dir"]
     rc, out = rig.finish(rig.start(job, rig.trainer_cmd(job)), job)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.record import Recorder
 from rackscale.report import build_report
 from rackscale.report.disclosure import validate_disclosure
 from rackscale.report.document import validate_document
 from rackscale.report.sign import keygen, sign_bundle
 from rackscale.report.verify import verify_bundle
+from rackscale.store import RecoveryIncidentV1 as IncidentPayload
 from rackscale.store import Store
 
 GPU0, GPU1 = "us-east/r01/c01/gpu0", "us-east/r01/c01/gpu1"
@@ -33,8 +33,7 @@ def incident(component: str, **kw: object) -> IncidentPayload:
 def record(store: Store, tmp: Path, *incs: IncidentPayload) -> None:
     rec = Recorder(tmp, store)
     for inc in incs:
-        inc.fault_kind = rec.exclude(inc)
-        rec.incident(inc)
+        rec.incident(inc.model_copy(update={"fault_kind": rec.exclude(inc)}))
 
 
 def test_incidents_become_the_recovery_section_and_the_disclosure(

@@ -23,10 +23,10 @@ from prometheus_client.utils import floatToGoString
 
 from rackscale.checkpoint import default_config, demo_checkpoint
 from rackscale.fleet import Topology, seed_fleet
-from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.record import Recorder
 from rackscale.server import ServerConfig, create_app
 from rackscale.server.ops import BUCKETS, incident_metrics
+from rackscale.store import RecoveryIncidentV1 as IncidentPayload
 from rackscale.store import Store
 
 from .conftest import copy_db
@@ -63,8 +63,9 @@ def client_with_incidents(demo_db: Path, tmp_path: Path) -> tuple[TestClient, li
                       attempt=2),
             _incident(gpus[2], symptom="straggler", detect=None, restart=None, spare=None,
                       attempt=3)]
-    for inc in made:  # what the supervisor does on each exclusion
-        inc.fault_kind = rec.exclude(inc)
+    # What the supervisor does on each exclusion (a payload is frozen: a changed copy).
+    made = [inc.model_copy(update={"fault_kind": rec.exclude(inc)}) for inc in made]
+    for inc in made:
         rec.incident(inc)
     return TestClient(create_app(ServerConfig(db=store.url), store)), \
         [i.model_dump(mode="json") for i in made]

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from rackscale.cli import app
 from rackscale.fleet import Topology, seed_fleet
-from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.record import Recorder
 from rackscale.simulate import FleetShape, make_config, run
 from rackscale.simulate.recovery import measured_recovery, with_recovery
+from rackscale.store import RecoveryIncidentV1 as IncidentPayload
 from rackscale.store import Store, load_topology
 
 runner = CliRunner()

@@ -23,7 +23,8 @@ _EXPORTS = {
     "Placement": "runners", "RankPlace": "runners", "Runner": "runners",
     "RunnerError": "runners",
     "loopback_placement": "runners", "placement_from_places": "runners",
-    "SlurmRunner": "runners.slurm", "CampaignPlan": "plan", "PlannedBatch": "plan",
+    "SlurmRunner": "runners.slurm", "slurm_nodes": "runners.slurm",
+    "gpu_gres": "runners.slurm", "CampaignPlan": "plan", "PlannedBatch": "plan",
     "plan_campaign": "plan", "K8sOptions": "k8s", "K8sPlanError": "k8s",
     "render_manifests": "k8s", "validate_manifests": "k8s",
 }

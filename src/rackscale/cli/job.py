@@ -4,11 +4,16 @@ trainer, and the incidents of past recoveries."""
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rackscale.cli._common import DbOption, JsonOption, emit_json, noun, plain, say
+
+if TYPE_CHECKING:
+    from rackscale.recovery import Site
 
 app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
 
@@ -19,6 +24,13 @@ JobDirOption = typer.Option(
 CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
                                help="Checkpoint every N steps (passed to the ranks).")
 StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+
+
+class Timing(StrEnum):
+    """What a demo rank reports as its compute time (DemoSettings.timing)."""
+
+    cpu = "cpu"
+    wall = "wall"
 
 
 def _env_int(name: str, default: int) -> int:
@@ -44,6 +56,10 @@ def train_demo(
                                   help="Drill: the rank on this GPU slot computes slower."),
     slow_factor: float = typer.Option(1.0, "--slow-factor", min=1.0,
                                       help="Drill: how much slower (1.5 = 1.5x the time)."),
+    timing: Timing = typer.Option(Timing.cpu, "--timing", metavar="TEXT",
+                                  help="What a rank reports as a step's compute time: cpu (its "
+                               "own CPU time) or wall (on the lab, where a CPU quota stands "
+                               "for a slow GPU)."),
     job_dir: Path = JobDirOption,
 ) -> None:
     """The reference trainer: a small MLP on synthetic data, gloo data-parallel, checkpoints
@@ -54,7 +70,7 @@ def train_demo(
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
                      ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
-                     slow_slot=slow_slot, slow_factor=slow_factor)
+                     slow_slot=slow_slot, slow_factor=slow_factor, timing=timing.value)
     job_dir.mkdir(parents=True, exist_ok=True)
     wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
     result = train(s, RankEnv.from_environ(str(job_dir)))
@@ -66,7 +82,11 @@ def train_demo(
                                       "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
-    runner: str = typer.Option("local", "--runner", help="Where ranks run: local."),
+    runner: str = typer.Option("local", "--runner", help="Where ranks run: local (processes "
+                               "on this host), lab (the lab's namespaces, see --lab) or "
+                               "slurm (one srun step per rank)."),
+    lab_dir: Path = typer.Option(Path("rackscale-data/lab"), "--lab", metavar="DIR",
+                                 help="The lab's state directory (--runner lab)."),
     gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
@@ -110,7 +130,7 @@ def run(
                           "straggler_steps": straggler_steps})
     os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
-                        db=db)
+                        db=db, site=_site(runner, lab_dir))
     state = Supervisor(cfg, setup).run()
     summary = {"job": state.job, "finished": state.finished, "attempts": state.attempt,
                "excluded": state.excluded, "spares_left": state.spares,
@@ -120,6 +140,29 @@ def run(
         return
     say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
         f"{', '.join(state.excluded) or 'none'}")
+
+
+def _site(runner: str, lab_dir: Path) -> Site | None:
+    """The GPUs a runner places ranks on when they are not this host's: the lab's."""
+    from rackscale.recovery import RUNNERS, Site
+
+    if RUNNERS[runner].site != "--lab":
+        return None
+    from rackscale import lab
+    from rackscale.cli.certify_real import lab_placement
+    from rackscale.cli.fleet import resolve_spec
+    from rackscale.errors import UserError
+    from rackscale.fleet import Topology
+
+    st = lab.load_state(lab_dir)
+    if st is None:
+        raise UserError(f"--runner {runner}: no lab is recorded in {lab_dir}. Fix: "
+                        "`rackscale lab up` first, or give its directory with --lab DIR")
+    topo = Topology.build(resolve_spec(st.data["fleet_file"], None))
+    placement = lab_placement(topo, lab_dir)
+    if placement is None:  # the state vanished between the two reads
+        raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; `rackscale lab up`")
+    return Site(topo=topo, placement=placement)
 
 
 @app.command("incidents")

@@ -38,7 +38,13 @@ from rackscale.lifecycle.repository import (
     transition,
     trays_of,
 )
-from rackscale.lifecycle.slurm import ScontrolSlurm, SimSlurm, SlurmControl, node_name
+from rackscale.lifecycle.slurm import (
+    REASON_PREFIX,
+    ScontrolSlurm,
+    SimSlurm,
+    SlurmControl,
+    node_name,
+)
 from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
     RACK_TRANSITIONS,
@@ -53,7 +59,8 @@ from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
 from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
 
 __all__ = [
-    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "SLURM", "TRANSITION", "TRAY_MACHINE",
+    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "REASON_PREFIX", "SLURM",
+    "TRANSITION", "TRAY_MACHINE",
     "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
     "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
     "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",

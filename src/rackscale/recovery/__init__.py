@@ -8,6 +8,7 @@ on a host without torch, and the trainer is a command it launches.
 from rackscale.lazy import lazy_exports
 from rackscale.recovery.config import DetectConfig, JobConfig, JobConfigError, make_job_config
 from rackscale.recovery.detect import (
+    CollectiveDetector,
     StragglerDetector,
     Suspect,
     Symptom,
@@ -18,8 +19,17 @@ from rackscale.recovery.detect import (
 from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
 from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
 from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
+from rackscale.recovery.localize import Localized, Localizer, on_runner
 from rackscale.recovery.record import Recorder, read_incidents
-from rackscale.recovery.setup import RUNNERS, build_setup, job_slots, job_tiers
+from rackscale.recovery.setup import (
+    RUNNERS,
+    JobRunner,
+    Site,
+    UnknownRunner,
+    build_setup,
+    job_slots,
+    job_tiers,
+)
 from rackscale.recovery.state import JobState, alive_ranks
 from rackscale.recovery.supervisor import (
     CommandFailed,
@@ -35,6 +45,7 @@ __all__ = [
     "JOB",
     "RUNNERS",
     "BeatReader",
+    "CollectiveDetector",
     "CommandFailed",
     "DemoSettings",
     "DetectConfig",
@@ -43,20 +54,25 @@ __all__ = [
     "JobConfig",
     "JobConfigError",
     "JobPayload",
+    "JobRunner",
     "JobSetup",
     "JobState",
     "LaunchError",
     "Launcher",
     "LocalLauncher",
+    "Localized",
+    "Localizer",
     "RankBeats",
     "RankEnv",
     "RankProcess",
     "Recorder",
+    "Site",
     "SparesExhausted",
     "StragglerDetector",
     "Supervisor",
     "Suspect",
     "Symptom",
+    "UnknownRunner",
     "WarmPool",
     "alive_ranks",
     "beat_path",
@@ -67,6 +83,7 @@ __all__ = [
     "job_tiers",
     "latest_committed",
     "make_job_config",
+    "on_runner",
     "read_incidents",
     "timeout_of",
     "train",

@@ -25,6 +25,9 @@ class DetectConfig(BaseModel):
     median (median / own) and its own best (best / own); a rank whose median score is under
     `straggler_threshold` for `straggler_steps` consecutive steps is a straggler. Scores use
     the median of the last `smooth_steps` compute times, so one noisy step does not count.
+    The job's collective time (see `CollectiveDetector`) is scored against its own best with
+    the same threshold and steps, and counts only when it is also `collective_floor_s` slower
+    than that best (a wall-clock figure: on a shared host a few milliseconds come and go).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -35,6 +38,7 @@ class DetectConfig(BaseModel):
     straggler_threshold: float = Field(default=0.75, gt=0, lt=1)
     straggler_steps: int = Field(default=5, ge=1)
     smooth_steps: int = Field(default=3, ge=1)
+    collective_floor_s: float = Field(default=0.05, ge=0)
     straggler_off: bool = False
 
 

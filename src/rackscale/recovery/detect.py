@@ -3,13 +3,16 @@ each rule is tested on its own and the supervisor only asks them.
 
 - fail-stop: a rank's process ended before the job did;
 - hang: a rank sent no beat within its timeout (`DetectConfig`);
-- fail-slow: a rank's compute time scored against the other ranks' median and its own best.
+- fail-slow: a rank's compute time scored against the other ranks' median and its own best;
+  and the job's collective time against its own best (a slow NIC or cable slows every rank
+  of a data-parallel ring alike, so no rank's compute stands out: the suspects are all the
+  ranks, and the localizer's probe finds whose part it is).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -31,6 +34,9 @@ class Suspect:
     rank: int
     kind: Symptom
     evidence: dict[str, Any] = field(default_factory=dict)
+    # Every rank that may hold the fault when the symptom is the job's, not one rank's (a
+    # slow collective); `rank` is then a placeholder until localization names one.
+    candidates: tuple[int, ...] = ()
 
 
 def timeout_of(rb: RankBeats, cfg: DetectConfig) -> float:
@@ -83,11 +89,18 @@ def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> S
 class StragglerDetector:
     """Fail-slow: fed each step that every rank has timed; flags a rank whose score against
     the median of the *other* ranks (the median of all would hide a slow rank in a small job)
-    stays under the threshold for `straggler_steps` consecutive steps."""
+    stays under the threshold for `straggler_steps` consecutive scored steps.
+
+    A step whose compute overlapped the rank's own checkpoint work (its beat says `ckpt`) is
+    not scored for that rank: the rank keeps its earlier times and its count of slow steps,
+    neither raised nor reset, while the other ranks are scored against its earlier speed. The
+    rank that writes or pushes a checkpoint (rank 0 commits every save) is then not taken for
+    a straggler after each save, and a rank that is slow on its other steps still is."""
 
     def __init__(self, world: int, cfg: DetectConfig) -> None:
         self.world, self.cfg = world, cfg
         self.scored_to = -1
+        self.seen = 0  # steps fed, for the warm-up
         self.times: list[list[float]] = [[] for _ in range(world)]
         self.best: list[float | None] = [None] * world
         self.below = [0] * world
@@ -99,32 +112,106 @@ class StragglerDetector:
         common = set.intersection(*(set(rb.compute_s) for rb in ranks))
         for step in sorted(s for s in common if s > self.scored_to):
             self.scored_to = step
-            got = self._score(step, [rb.compute_s[step] for rb in ranks])
+            busy = [step in rb.ckpt_steps for rb in ranks]
+            got = self._score(step, [rb.compute_s[step] for rb in ranks], busy)
             if got is not None:
                 return got
         return None
 
-    def _score(self, step: int, raw: list[float]) -> Suspect | None:
+    def _score(self, step: int, raw: list[float], busy: list[bool]) -> Suspect | None:
         cfg = self.cfg
-        smooth = []
+        self.seen += 1
         for r, t in enumerate(raw):
-            self.times[r].append(t)
-            smooth.append(statistics.median(self.times[r][-cfg.smooth_steps:]))
-        if len(self.times[0]) <= cfg.warmup_steps:  # first steps: allocation, caches
+            if not busy[r]:  # a busy step's time is the checkpoint's, not the rank's speed
+                self.times[r].append(t)
+        smooth = [statistics.median(ts[-cfg.smooth_steps:]) if ts else None
+                  for ts in self.times]
+        if self.seen <= cfg.warmup_steps:  # first steps: allocation, caches
             return None
-        for r, own in enumerate(smooth):
-            own = max(own, 1e-9)
-            others = statistics.median(smooth[:r] + smooth[r + 1:])
+        scored = []
+        for r, own_s in enumerate(smooth):
+            others_s = [x for q, x in enumerate(smooth) if q != r and x is not None]
+            if busy[r] or own_s is None or not others_s:
+                continue  # no time of its own, or none to compare it with, this step
+            own = max(own_s, 1e-9)
+            others = statistics.median(others_s)
             self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
             rel, ind = others / own, (self.best[r] or own) / own
-            self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4)}
+            self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4),
+                                   "others_median_s": round(others, 6)}
             self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
-        worst = min(range(self.world), key=lambda r: self.last_scores[r]["relative"])
+            scored.append(r)
+        if not scored:
+            return None
+        worst = min(scored, key=lambda r: self.last_scores[r]["relative"])
         if self.below[worst] >= cfg.straggler_steps:
             return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
                 "step": step, "consecutive": self.below[worst],
                 "threshold": cfg.straggler_threshold, **self.last_scores[worst],
-                "compute_s": round(smooth[worst], 6),
-                "others_median_s": round(statistics.median(smooth[:worst] + smooth[worst + 1:]),
-                                         6)})
+                "compute_s": round(smooth[worst] or 0.0, 6)})
         return None
+
+
+class CollectiveDetector:
+    """Fail-slow of the job's collective: each step its collective time is the least, over
+    the ranks, of the time from entering the step's collective (`sync`) to completing the
+    step: the last rank to enter waits for no one, so its figure is the all-reduce itself.
+    Scored against the job's own best (smoothed like the compute times); under the threshold,
+    and slower than the best by at least `collective_floor_s`, for `straggler_steps`
+    consecutive steps, every rank is a suspect. The best may come from earlier attempts of
+    the job, so a fault present from an attempt's start is seen. A rank slow in compute does
+    not raise it:
+    it is the last to enter, and its own collective is as fast as ever."""
+
+    def __init__(self, world: int, cfg: DetectConfig, best: float | None = None) -> None:
+        self.world, self.cfg = world, cfg
+        self.scored_to = -1
+        self.times: list[float] = []
+        self.best = best  # the job's best so far (from earlier attempts), else learned
+        self.below = 0
+
+    def feed(self, ranks: Sequence[RankBeats]) -> Suspect | None:
+        if self.world < 2 or self.cfg.straggler_off:
+            return None
+        for step in self._complete(ranks):
+            self.scored_to = step
+            if any(step in rb.ckpt_steps for rb in ranks):
+                continue  # a checkpoint's push shares the links and cores: not scored
+            coll = min(rb.step_at[step] - rb.sync_at[step] for rb in ranks)
+            got = self._score(step, max(coll, 1e-6))
+            if got is not None:
+                return got
+        return None
+
+    def _complete(self, ranks: Sequence[RankBeats]) -> Iterator[int]:
+        """Steps every rank has completed, in order, from the first one not yet scored (an
+        attempt's first step is where its checkpoint left off)."""
+        if self.scored_to < 0:
+            if not all(rb.step_at for rb in ranks):
+                return
+            step = max(min(rb.step_at) for rb in ranks)
+        else:
+            step = self.scored_to + 1
+        while all(step in rb.step_at and step in rb.sync_at for rb in ranks):
+            yield step
+            step += 1
+
+    def _score(self, step: int, coll: float) -> Suspect | None:
+        cfg = self.cfg
+        self.times.append(coll)
+        if len(self.times) <= cfg.warmup_steps:
+            return None
+        own = statistics.median(self.times[-cfg.smooth_steps:])
+        self.best = own if self.best is None else min(self.best, own)
+        score = self.best / own
+        slow = score < cfg.straggler_threshold and own - self.best >= cfg.collective_floor_s
+        self.below = self.below + 1 if slow else 0
+        if self.below < cfg.straggler_steps:
+            return None
+        return Suspect(rank=0, kind=Symptom.STRAGGLER, candidates=tuple(range(self.world)),
+                       evidence={"scope": "collective", "step": step,
+                                 "consecutive": self.below,
+                                 "threshold": cfg.straggler_threshold,
+                                 "individual": round(score, 4),
+                                 "collective_s": round(own, 6),
+                                 "best_collective_s": round(self.best, 6)})

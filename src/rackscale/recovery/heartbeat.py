@@ -6,7 +6,9 @@ reads what the ranks wrote), and works on every runner whose ranks share the job
 (one host, or a shared file system under Slurm). Each line is one beat:
 `{"phase": "start"|"restored"|"sync"|"step"|"done", "step": n, "t": unix time, ...}`:
 `sync` is written when a rank has finished its step's compute and enters the collective
-(with `compute_s`), `step` when the step is complete (with `step_s`).
+(with `compute_s`, and `ckpt: true` when checkpoint work of the rank, a save or its push to
+the tiers, ran in its process during that compute), `step` when the step is complete (with
+`step_s`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class RankBeats:
     steps_seen: int = 0  # completed steps in this attempt
     compute_s: dict[int, float] = field(default_factory=dict)
     sync_at: dict[int, float] = field(default_factory=dict)
+    step_at: dict[int, float] = field(default_factory=dict)
+    # Steps whose compute overlapped the rank's own checkpoint work: their time says how busy
+    # the checkpoint kept the process, not how fast its GPU is, so they are not scored.
+    ckpt_steps: set[int] = field(default_factory=set)
     restore_s: float | None = None
     started_at: float | None = None
     restored_at: float | None = None
@@ -77,8 +83,11 @@ class RankBeats:
         if b["phase"] == "sync" and "compute_s" in b:
             self.compute_s[int(b["step"])] = float(b["compute_s"])
             self.sync_at[int(b["step"])] = t
+            if b.get("ckpt"):
+                self.ckpt_steps.add(int(b["step"]))
         elif b["phase"] == "step":
             self.done_step = int(b["step"])
+            self.step_at[self.done_step] = t
             self.steps_seen += 1
             if self.first_step_at is None:
                 self.first_step_at = t

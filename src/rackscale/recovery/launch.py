@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from rackscale.certify import RankPlace
 from rackscale.errors import UserError
@@ -78,6 +78,19 @@ class Launcher(Protocol):
     def start(self, place: RankPlace, argv: Sequence[str], env: Mapping[str, str],
               log: Path) -> RankProcess:
         """Start one rank of `argv` on `place` with `env` added to the environment."""
+
+
+@runtime_checkable
+class Excluder(Protocol):
+    """A launcher whose scheduler can take a part out of service (Slurm: drain its node)."""
+
+    def exclude(self, place: RankPlace, why: str) -> str:
+        """Keep later jobs off `place`'s host; returns what was excluded (the node)."""
+
+
+def master_addr(place: RankPlace) -> str:
+    """Where the other ranks reach rank 0: its scale-out address (loopback on one host)."""
+    return place.fabrics.get("scaleout", ("", "127.0.0.1"))[1] or "127.0.0.1"
 
 
 class LocalLauncher:

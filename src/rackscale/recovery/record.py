@@ -37,7 +37,7 @@ class Recorder:
 
     def exclude(self, inc: IncidentPayload) -> str:
         """The exclusion as a certify finding on the part; returns the fault kind it names."""
-        kind = SYMPTOM_KIND[inc.symptom]
+        kind = inc.fault_kind or SYMPTOM_KIND[inc.symptom]  # the probe's, when one ran
         finding = {"component": inc.component, "kind": kind, "stage": 1,
                    "evidence": {"source": "recovery", "symptom": inc.symptom, "job": inc.job,
                                 "attempt": inc.attempt, **inc.evidence},

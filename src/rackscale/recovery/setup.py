@@ -1,21 +1,84 @@
-"""A job's surroundings from the operator's options: its slots, runner, tiers and recorder."""
+"""A job's surroundings from the operator's options: its slots, runner, tiers and recorder.
+
+`RUNNERS` is the one registry of `job run --runner` names. Each entry says how a rank starts
+(its `Launcher`), whether its slots come from a `Site` the caller hands in (the lab's
+placement and fleet: the CLI reads the lab, which this room does not import), and which
+certify runner probes a suspect there (the targeted probe of `localize.py`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackscale.certify import loopback_placement
+from rackscale.certify import Placement, Runner, loopback_placement
+from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS, Thresholds
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
+from rackscale.fleet import Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
+from rackscale.recovery.localize import Localizer, on_runner
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.supervisor import JobSetup
+from rackscale.registry import Registry, UnknownName
 from rackscale.store import Store
 
-RUNNERS: dict[str, Callable[[], Launcher]] = {"local": LocalLauncher}
+
+class UnknownRunner(UnknownName):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Site:
+    """Where a job's slots are: a fleet's topology and the placement of its GPUs' ranks."""
+
+    topo: Topology
+    placement: Placement
+
+
+ProbeRunner = Callable[[Site], Runner]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRunner:
+    launcher: Callable[[], Launcher]
+    site: str | None = None  # the option that supplies its Site (None: this host)
+    # Slots the launcher itself offers, given how many are needed (Slurm: its nodes' GPUs)
+    slots: Callable[[Launcher, int], Placement] | None = None
+    probe: ProbeRunner | None = None  # runs the targeted probe of a straggler
+    # CPU ranks on a shared host measure with the ladder's shared-CPU margins
+    thresholds: Mapping[str, Thresholds] = field(
+        default_factory=lambda: dict(SHARED_CPU_THRESHOLDS))
+
+
+def _lab_probe(site: Site) -> Runner:
+    from rackscale.certify import LocalRunner
+
+    topo = site.topo
+    domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
+    return LocalRunner(site.placement, domain_of)
+
+
+def _slurm() -> Launcher:
+    from rackscale.recovery.slurm import SlurmLauncher  # scontrol is asked only when chosen
+
+    return SlurmLauncher()
+
+
+def _slurm_slots(launcher: Launcher, n: int) -> Placement:
+    from rackscale.recovery.slurm import SlurmLauncher
+
+    if not isinstance(launcher, SlurmLauncher):
+        raise TypeError("the slurm runner's slots come from a SlurmLauncher")
+    return launcher.placement(n)
+
+
+RUNNERS: Registry[JobRunner] = Registry("runner", error=UnknownRunner)
+RUNNERS.add("local", JobRunner(launcher=LocalLauncher))
+RUNNERS.add("lab", JobRunner(launcher=LocalLauncher, site="--lab", probe=_lab_probe))
+RUNNERS.add("slurm", JobRunner(launcher=_slurm, slots=_slurm_slots))
 
 
 def job_slots(n: int, region: str = "local", rack: str = "r01") -> list[str]:
@@ -33,10 +96,28 @@ def job_tiers(job_dir: Path) -> TiersConfig:
                        retention=Retention(keep_local=2, keep_region=4, archive_every=0))
 
 
+def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int,
+               launcher: Launcher) -> Placement:
+    if spec.slots is not None:
+        return spec.slots(launcher, slots)
+    if spec.site is None:
+        return loopback_placement(job_slots(slots))
+    if site is None:
+        raise UserError(f"--runner {runner} places ranks on the GPUs {spec.site} describes; "
+                        f"give {spec.site} DIR of a lab that is up (`rackscale lab up`)")
+    have = len(site.placement.ranks)
+    if have < slots:
+        raise UserError(f"--runner {runner}: {site.placement.describe} has {have} GPUs; "
+                        f"--gpus + --spares need {slots}. Fix: fewer ranks or spares, or a "
+                        "larger lab fleet")
+    return site.placement
+
+
 def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
-                db: str | None) -> JobSetup:
-    if runner not in RUNNERS:
-        raise UserError(f"--runner {runner!r}: unknown runner; valid: {', '.join(RUNNERS)}")
+                db: str | None, site: Site | None = None) -> JobSetup:
+    spec = RUNNERS[runner]
+    launcher = spec.launcher()
+    placement = _placement(runner, spec, site, slots, launcher)
     job_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         tiers, tiers_file = load_config(config), config.resolve()
@@ -45,6 +126,11 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         write_atomic(tiers_file, tiers.model_dump_json(indent=2))
         os.chmod(tiers_file, 0o600)
     store = Store(db) if db else None
+    localizer = None
+    if spec.probe is not None and site is not None:
+        probe, where = spec.probe, site
+        localizer = Localizer(site.topo, on_runner(site.topo, lambda: probe(where)),
+                              spec.thresholds)
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
-                    launcher=RUNNERS[runner](), placement=loopback_placement(job_slots(slots)),
-                    recorder=Recorder(job_dir, store))
+                    launcher=launcher, placement=placement,
+                    recorder=Recorder(job_dir, store), localizer=localizer)

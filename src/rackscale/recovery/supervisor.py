@@ -23,6 +23,7 @@ from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
 from rackscale.errors import UserError
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
+    CollectiveDetector,
     StragglerDetector,
     Suspect,
     Symptom,
@@ -31,7 +32,8 @@ from rackscale.recovery.detect import (
 )
 from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
-from rackscale.recovery.launch import Launcher, RankProcess, stop_all
+from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
+from rackscale.recovery.localize import Localized, Localizer
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
 from rackscale.recovery.warm import WarmPool
@@ -56,6 +58,7 @@ class JobSetup:
     launcher: Launcher
     placement: Placement  # every slot (GPUs first, then spares) and how to start its rank
     recorder: Recorder
+    localizer: Localizer | None = None  # probes a straggler's GPU and NIC (None: no probe)
 
 
 @dataclass(slots=True)
@@ -88,6 +91,9 @@ class Supervisor:
         self.procs: list[RankProcess] = []
         self.pending: IncidentPayload | None = None
         self.pending_t: tuple[float, float] = (0.0, 0.0)  # decided at, launched at
+        # The job's best collective time carries over restarts: a fault present from an
+        # attempt's first step (a bad NIC left in the job) is slow against it too.
+        self.best_collective: float | None = None
         self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir) \
             if cfg.warm else None
 
@@ -137,8 +143,7 @@ class Supervisor:
                 rec.job(self.state, "finished", ckpt_id)
                 return self.state
             if self.pending is not None:  # failed again before its first step
-                self.pending.outcome = "failed_again"
-                rec.incident(self.pending)
+                rec.incident(self.pending.model_copy(update={"outcome": "failed_again"}))
                 self.pending = None
             self._recover(out)
             restarts += 1
@@ -150,10 +155,13 @@ class Supervisor:
         st, setup = self.state, self.setup
         st.attempt += 1
         port = _free_port()
+        # rank 0 hosts the rendezvous: its scale-out address (a lab namespace's own address,
+        # a Slurm node's; the loopback when every rank is a process on this host)
+        master = master_addr(setup.placement.place(st.assignment[0]))
         self.procs = []
         for rank, slot in enumerate(st.assignment):
             env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
-                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
                    "RACKSCALE_ATTEMPT": str(st.attempt),
                    "RACKSCALE_CKPT_CONFIG": str(setup.tiers_file),
@@ -169,12 +177,17 @@ class Supervisor:
         if self.pool is not None:  # standbys for the next restart, started in the background
             self.pool.refill([*st.assignment, *st.spares])
         if self.pending is not None:
-            self.pending.restart_s = round(self.launched_at - self.pending_t[0], 4)
+            self.pending = self.pending.model_copy(
+                update={"restart_s": round(self.launched_at - self.pending_t[0], 4)})
 
     def _monitor(self) -> Outcome:
         cfg = self.cfg
         reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
         slow = StragglerDetector(self.state.gpus, cfg.detect)
+        # Only a runner that can probe names the part behind a slow collective; without
+        # one, all ranks suspected alike leave nothing to exclude.
+        coll = CollectiveDetector(self.state.gpus, cfg.detect, best=self.best_collective) \
+            if self.setup.localizer is not None else None
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
@@ -189,7 +202,8 @@ class Supervisor:
             suspect = (find_fail_stop(codes, ranks)
                        or find_hang(ranks, now, self.launched_at, cfg.detect,
                                     stopped=lambda r: self.procs[r].stopped())
-                       or slow.feed(ranks))
+                       or slow.feed(ranks) or (coll.feed(ranks) if coll else None))
+            self.best_collective = coll.best if coll else None
             if suspect is not None:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             time.sleep(cfg.poll_s)
@@ -204,14 +218,19 @@ class Supervisor:
                 not any(r.steps_seen for r in out.ranks):
             self._check_command(out)
         st = self.state
-        slot = st.assignment[sus.rank]
-        localized = time.time()
         t0 = time.time()
         left = stop_all(self.procs, self.cfg.stop_timeout_s)
         stopped = time.time()
         if left:
             self._fail(f"ranks {left} did not stop after SIGKILL within "
                        f"{self.cfg.stop_timeout_s}s")
+        loc = self._localize(sus)  # after the stop: the probe needs the ranks' CPU and links
+        localized = time.time()
+        if loc is not None and loc.gpu is None and (sus.candidates or
+                                                     "error" not in loc.evidence):
+            self._unlocalized(sus, out, loc, localized - stopped)
+            return
+        slot = st.assignment[sus.rank]
         ckpt_id, ckpt_step = latest_committed(self.tiers)  # what the restart resumes from
         rb = out.ranks[sus.rank]
         detect_s, detect_steps = _detect_time(sus, rb, out)
@@ -222,12 +241,22 @@ class Supervisor:
             job=st.job, attempt=st.attempt, symptom=sus.kind.value, rank=sus.rank,
             component=slot, fault_kind="", spare=spare, evidence=sus.evidence,
             detected_at=out.detected_at, detect_s=detect_s, detect_steps=detect_steps,
-            localize_s=round(localized - out.detected_at, 4), stop_s=round(stopped - t0, 4),
+            localize_s=round(localized - stopped, 4), stop_s=round(stopped - t0, 4),
             ckpt_id=ckpt_id, ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step),
             step_s=_step_time(out.ranks, sus.rank), host=socket.gethostname())
-        inc.fault_kind = self.setup.recorder.exclude(inc)
+        if loc is not None:
+            upd: dict[str, object] = {"evidence": {**inc.evidence, "localize": loc.evidence
+                                                   | {"kind": loc.kind}}}
+            if loc.component is not None:
+                upd |= {"slot": slot, "component": loc.component, "fault_kind": loc.kind or ""}
+            inc = inc.model_copy(update=upd)
+        if isinstance(self.setup.launcher, Excluder):  # e.g. a Slurm drain of its node
+            node = self.setup.launcher.exclude(self.setup.placement.place(slot),
+                                               f"{st.excluded[slot]} of job {st.job}")
+            inc = inc.model_copy(update={"evidence": {**inc.evidence, "drained": node}})
+        inc = inc.model_copy(update={"fault_kind": self.setup.recorder.exclude(inc)})
         if spare is None:
-            inc.outcome = "no_spare"
+            inc = inc.model_copy(update={"outcome": "no_spare"})
             self.setup.recorder.incident(inc)
             st.rank_pids = []
             st.save(self.setup.job_dir)
@@ -238,6 +267,44 @@ class Supervisor:
         st.assignment[sus.rank] = spare
         st.save(self.setup.job_dir)
         self.pending, self.pending_t = inc, (out.detected_at, 0.0)
+
+    def _localize(self, sus: Suspect) -> Localized | None:
+        """The targeted probe of a straggler's GPU and NIC, when this runner has one; sets
+        the suspect's rank to the one whose part it names. Not localized with an `error` in
+        its evidence: the probe could not decide (too few healthy GPUs, a probe failed)."""
+        loc_er, st = self.setup.localizer, self.state
+        if loc_er is None or sus.kind is not Symptom.STRAGGLER:
+            return None
+        ranks = sus.candidates or (sus.rank,)
+        cands = [st.assignment[r] for r in ranks]
+        healthy = [s for s in st.assignment if s not in cands] + list(st.spares)
+        try:
+            loc = loc_er.localize(cands, healthy)
+        except (UserError, OSError, RuntimeError, ValueError) as err:
+            # A probe that cannot run is no verdict on the part: recorded in the incident,
+            # and a lone straggler is then excluded by its symptom, as without a probe.
+            return Localized(gpu=None, component=None, kind=None,
+                             evidence={"error": f"the probe failed: {err}"})
+        if loc.gpu is not None:
+            sus.rank = st.assignment.index(loc.gpu)
+        return loc
+
+    def _unlocalized(self, sus: Suspect, out: Outcome, loc: Localized, probe_s: float) -> None:
+        """A straggler whose probe found no faulty part (its GPU and NIC measure healthy):
+        nothing is excluded, the job restarts from its checkpoint on the same GPUs. A slow
+        rank is not proof of a bad GPU (a noisy neighbour, a transient slowdown)."""
+        st = self.state
+        ckpt_id, ckpt_step = latest_committed(self.tiers)
+        done = max((r.done_step for r in out.ranks), default=0)
+        inc = IncidentPayload(
+            job=st.job, attempt=st.attempt, symptom=sus.kind.value,
+            rank=-1 if sus.candidates else sus.rank, fault_kind="", spare=None,
+            component=f"job/{st.job}" if sus.candidates else st.assignment[sus.rank],
+            evidence={**sus.evidence, "localize": loc.evidence}, detected_at=out.detected_at,
+            detect_s=None, localize_s=round(probe_s, 4), stop_s=0.0, ckpt_id=ckpt_id,
+            ckpt_step=ckpt_step, work_lost_steps=max(0, done - ckpt_step),
+            host=socket.gethostname(), outcome="unlocalized")
+        self.setup.recorder.incident(inc)
 
     def _check_command(self, out: Outcome) -> None:
         """Every rank failing with an error before any step is the command, not a GPU."""
@@ -265,14 +332,15 @@ class Supervisor:
         started = [r.started_at for r in ranks if r.started_at]
         restores = [r.restore_s for r in ranks if r.restore_s is not None]
         firsts = [r.first_step_at for r in ranks if r.first_step_at]
+        got: dict[str, float] = {}
         if len(started) == len(ranks):
-            inc.start_s = round(max(started) - la, 4)
+            got["start_s"] = round(max(started) - la, 4)
         if restores:
-            inc.restore_s = round(max(restores), 4)
+            got["restore_s"] = round(max(restores), 4)
         if len(firsts) == len(ranks):
-            inc.first_step_s = round(max(firsts) - la, 4)
-            inc.downtime_s = round(max(firsts) - inc.detected_at, 4)
-        self.setup.recorder.incident(inc)
+            got["first_step_s"] = round(max(firsts) - la, 4)
+            got["downtime_s"] = round(max(firsts) - (inc.detected_at or la), 4)
+        self.setup.recorder.incident(inc.model_copy(update=got))
         self.pending = None
 
     def _stop_leftovers(self) -> None:

@@ -329,27 +329,63 @@ class SimulateStorageWhatifV1(Payload, SimulatedJob):
 
 # ---------------------------------------------------------------------------------- recovery
 @event_kind(RECOVERY_INCIDENT)
-class RecoveryIncidentV1(Payload):
-    """One fault of a supervised job, from detection to the first step after the restart
-    (component_id: the excluded GPU); every time is measured, in seconds."""
+class RecoveryIncidentV1(Closed):
+    """One fault of a supervised job, from detection to the first completed step after the
+    restart (component_id: the excluded GPU). The recovery supervisor writes it and the
+    report, the simulator and the server read it: this model is the one contract of them all.
 
+    Every time is measured on the run (wall clock of the supervisor's host, `host`), never
+    simulated; in seconds: `detect_s` from the rank's last heartbeat (fail-stop, hang) or its
+    first under-threshold step (straggler) to the decision; `stop_s` to stop every old rank;
+    `localize_s` the targeted probe of a straggler's GPU and NIC after that (0 when none
+    ran: `component` and `fault_kind` are then the symptom's; else the probe's, its figures
+    in `evidence.localize`, and `slot` the GPU slot the rank left when `component` is
+    another part, its NIC); `restart_s` decision to every new rank
+    launched; `start_s` launch to every new process running (interpreter and imports);
+    `restore_s` the slowest rank's checkpoint load (as the rank timed it); `first_step_s`
+    launch to every rank's first step; `downtime_s` decision to that first step.
+    `work_lost_steps`: steps done past the checkpoint the job resumed from; `step_s` the job's
+    median step time before the fault (steps of the ranks that did not fail), so the lost work
+    is `work_lost_steps` x `step_s` seconds. The supervisor fills the later phases in as they
+    happen (`model_copy(update=...)`: the model is frozen, like every payload).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     job: str
     attempt: int
     symptom: Literal["fail_stop", "hang", "straggler"]
     rank: int
     component: str
     fault_kind: str
+    slot: str | None = None
     spare: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    detected_at: float | None = None
     detect_s: float | None = None
+    detect_steps: int | None = None
+    localize_s: float | None = None
+    stop_s: float | None = None
+    restart_s: float | None = None
+    start_s: float | None = None
+    restore_s: float | None = None
+    first_step_s: float | None = None
     downtime_s: float | None = None
-    outcome: str = "resumed"
+    ckpt_id: str | None = None
+    ckpt_step: int = 0
+    work_lost_steps: int = 0
+    step_s: float | None = None
+    host: str | None = None
+    outcome: Literal["resumed", "no_spare", "supervisor_gone", "failed_again",
+                     "unlocalized"] = "resumed"
     measured: Literal["measured"] = "measured"
 
 
 @event_kind("recovery.job")
-class RecoveryJobV1(Payload):
-    """A supervised job started, resumed, finished or failed (component_id: job/<id>)."""
+class RecoveryJobV1(Closed):
+    """A supervised job started, resumed, finished or failed (component_id: job/<id>);
+    `message` says why a job failed."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     job: str
     status: Literal["started", "resumed", "finished", "failed"]
     gpus: int
@@ -357,6 +393,7 @@ class RecoveryJobV1(Payload):
     spares_left: int | None = None
     excluded: list[str] = []
     ckpt_id: str | None = None
+    message: str = ""
 
 
 def kinds() -> list[str]:

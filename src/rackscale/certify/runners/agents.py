@@ -229,6 +229,11 @@ class AgentPool:
                 a.ready = False
 
     def close(self) -> None:
+        # Every agent is asked to exit first, then each is waited for: they wind down
+        # together (torch's teardown under a CPU quota takes seconds), not one after another.
+        for a in self.agents.values():
+            if a.proc.poll() is None:
+                a.send({"op": "exit"})
         for a in self.agents.values():
             a.stop()
         self.agents.clear()
