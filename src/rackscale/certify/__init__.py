@@ -27,6 +27,7 @@ _EXPORTS = {
     "gpu_gres": "runners.slurm", "CampaignPlan": "plan", "PlannedBatch": "plan",
     "plan_campaign": "plan", "K8sOptions": "k8s", "K8sPlanError": "k8s",
     "render_manifests": "k8s", "validate_manifests": "k8s",
+    "DOWN_REL": "state", "Judgement": "verdict", "repeat_median": "verdict",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -28,11 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from rackscale.certify.measure import Backend, Groups, Scope
-from rackscale.certify.probes import PROBES
-from rackscale.certify.runners import Runner, RunnerBackend
-from rackscale.certify.state import DOWN_REL
-from rackscale.certify.verdict import Judgement, Thresholds, fleet_baseline, judge, repeat_median
+from rackscale.certify import (
+    DOWN_REL,
+    PROBES,
+    Backend,
+    Groups,
+    Judgement,
+    Runner,
+    RunnerBackend,
+    Scope,
+    Thresholds,
+    fleet_baseline,
+    judge,
+    repeat_median,
+)
 from rackscale.faults import BAD_CABLE, GPU_DEAD, NIC_DEAD, SLOW_GPU
 from rackscale.fleet import Topology
 

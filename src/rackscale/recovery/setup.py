@@ -12,8 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackscale.certify import Placement, Runner, loopback_placement
-from rackscale.certify.verdict import SHARED_CPU_THRESHOLDS, Thresholds
+from rackscale.certify import (
+    SHARED_CPU_THRESHOLDS,
+    Placement,
+    Runner,
+    Thresholds,
+    loopback_placement,
+)
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
