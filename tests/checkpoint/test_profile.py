@@ -93,10 +93,10 @@ def test_slower_region_restore_costs_each_failure_the_difference(measured):
         cfg = make_config(job_gpus=16_384, days=30, trials=200, seed=5, straggler_ratio=0,
                           detect_min=0, storage=st)
         results.append(run(cfg, fleet))
-    per = [r["lost_hours_by_cause"]["restart"] / r["interruptions"]["mean"] for r in results]
+    per = [r.lost_hours_by_cause["restart"] / r.interruptions.mean for r in results]
     # every failure restores from the region; one during a recovery cuts it a little short
     assert per[1] - per[0] == pytest.approx(600 / 3600, rel=0.08)
-    assert results[1]["ettr"]["mean"] < results[0]["ettr"]["mean"]
+    assert results[1].ettr.mean < results[0].ettr.mean
 
 
 def test_a_tier_that_does_not_answer_is_named_with_exit_2(tmp_path: Path) -> None:

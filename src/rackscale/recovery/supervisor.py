@@ -29,6 +29,7 @@ from rackscale.recovery.detect import (
     Symptom,
     find_fail_stop,
     find_hang,
+    timeout_of,
 )
 from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
@@ -218,6 +219,8 @@ class Supervisor:
                 not any(r.steps_seen for r in out.ranks):
             self._check_command(out)
         st = self.state
+        if sus.kind is Symptom.STRAGGLER:
+            self._let_the_step_finish(out)
         t0 = time.time()
         left = stop_all(self.procs, self.cfg.stop_timeout_s)
         stopped = time.time()
@@ -267,6 +270,25 @@ class Supervisor:
         st.assignment[sus.rank] = spare
         st.save(self.setup.job_dir)
         self.pending, self.pending_t = inc, (out.detected_at, 0.0)
+
+    def _let_the_step_finish(self, out: Outcome) -> None:
+        """A straggler is slow, not stopped: every rank completes the step it is in before
+        the stop, and with it the checkpoint that step may be saving. Stopped in the middle
+        of a save, the ranks that were done have committed their parts and the checkpoint is
+        not: the job would resume from the one before, and its re-save of this step would be
+        refused (committed parts are never written again). Bounded by the ranks' own hang
+        timeouts; a rank that is past it is stopped as it is."""
+        target = max((r.last_step for r in out.ranks), default=-1)
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        ranks = reader.poll()
+        deadline = time.time() + max(timeout_of(r, self.cfg.detect) for r in ranks)
+        while time.time() < deadline:
+            codes = [p.poll() for p in self.procs]
+            if any(c is not None for c in codes) or all(
+                    r.done_step >= target for r in ranks):
+                return
+            time.sleep(self.cfg.poll_s)
+            ranks = reader.poll()
 
     def _localize(self, sus: Suspect) -> Localized | None:
         """The targeted probe of a straggler's GPU and NIC, when this runner has one; sets
