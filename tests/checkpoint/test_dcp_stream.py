@@ -101,7 +101,6 @@ def _nice() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
-@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread priority is Linux's")
 @pytest.mark.parametrize("nice", [0, 7])
 def test_background_pushes_run_nicer_than_the_caller_and_hashing_does_not(
         tmp_path: Path, nice: int) -> None:

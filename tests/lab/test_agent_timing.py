@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from lab_rig import torch_missing
+from tests.needs import require
 
 from rackscale.certify.runners.local import free_port
 
-pytestmark = pytest.mark.skipif(torch_missing() is not None, reason=str(torch_missing()))
+require(torch_missing())
 
 
 class _Done:

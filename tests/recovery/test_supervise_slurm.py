@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.lc_slurm_cluster import available, slurm_cluster
+from tests.needs import require
 from tests.recovery import rig
 
 pytestmark = pytest.mark.slow
@@ -25,13 +26,12 @@ NODES = ["sl-r01-c01", "sl-r01-c02", "sl-r01-c03"]  # trays sl/r01/c01.. , one G
 @pytest.fixture(scope="module")
 def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     why = available()
-    if why:
-        pytest.skip(f"cannot start a Slurm test cluster here: {why}")
+    require(f"cannot start a Slurm test cluster here: {why}" if why else None)
     try:
         cluster = slurm_cluster(tmp_path_factory.mktemp("slurm"), NODES)
         conf = cluster.__enter__()
     except TimeoutError as err:  # slurmd could not start on this machine
-        pytest.skip(f"slurmd did not start: {str(err)[:400]}")
+        pytest.fail(f"slurmd did not start: {str(err)[:400]}", pytrace=False)
     try:
         yield conf
     finally:
