@@ -88,14 +88,18 @@ def _waterfall(snap: Snapshot) -> str:
             f"<th>basis</th><th></th></tr>{rows}</table>")
 
 
+def _more(total: int, shown: int, url: str) -> str:
+    """The line under a cut list: how many rows the page left out and where the API has them."""
+    return f"<p class=muted>{total - shown} more at {url}</p>" if total > shown else ""
+
+
 def _findings_table(rows: list[dict[str, Any]], limit: int = 200) -> str:
     body = "".join(
         f"<tr><td>{escape(f['component'])}</td><td>{escape(f['kind'])}</td>"
         f"<td>{escape(str(f['stage']))}</td><td>{escape(str(f['verdict']))}</td>"
         f"<td>{escape(str(f['confidence']))}</td><td>{escape(str(f['backend']))}</td>"
         f"<td><code>{escape(str(f['evidence']))[:300]}</code></td></tr>" for f in rows[:limit])
-    more = f"<p class=muted>{len(rows) - limit} more at /api/v1/findings</p>" \
-        if len(rows) > limit else ""
+    more = _more(len(rows), limit, "/api/v1/findings")
     return ("<table id=findings><tr><th>component</th><th>kind</th><th>stage</th>"
             "<th>verdict</th><th>confidence</th><th>basis</th><th>evidence</th></tr>"
             f"{body}</table>{more}")
@@ -113,8 +117,7 @@ def _incidents_table(rows: list[dict[str, Any]], limit: int = 50) -> str:
         f"<td>{_secs(r.get('restart_s'))}</td><td>{_secs(r.get('downtime_s'))}</td>"
         f"<td>{escape(str(r.get('work_lost_steps', '-')))}</td>"
         f"<td>{escape(str(r.get('outcome')))}</td></tr>" for r in rows[:limit])
-    more = f"<p class=muted>{len(rows) - limit} more at /api/v1/incidents</p>" \
-        if len(rows) > limit else ""
+    more = _more(len(rows), limit, "/api/v1/incidents")
     return (f"<h2>Incidents ({len(rows)})</h2><p class=muted>job recoveries, newest first; "
             "every time measured by the supervisor</p><table id=incidents><tr><th>time</th>"
             "<th>job</th><th>symptom</th><th>excluded</th><th>spare</th><th>detect</th>"
