@@ -6,7 +6,9 @@ and a retry (at a smaller world size) completes without the dead rank's stale fi
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,4 +148,53 @@ def test_resume_removes_the_data_of_a_save_killed_before_its_commit(tmp_path: Pa
     assert run_ranks(save_steps, 2, tmp_path / "retry", cfg, "node{rank}", steps) == [0, 0]
     assert run_ranks(load_step, 2, tmp_path / "load", cfg, "fresh{rank}", "step-00000005",
                      7) == [0, 0]
+    assert all(r["exact"] for r in results(tmp_path / "load", 2))
+
+
+def lose_rank_after_the_commit(rank: int, world: int, mesh: Any, cfg: dict, node: str,
+                               victim: int) -> dict:
+    """Every rank commits locally and returns (wait_for_tiers=False); the victim dies in its
+    background upload once rank 0 has committed its own part: its node, and with it its part,
+    is then gone for good."""
+    c = parse_config(node_cfg(cfg, node.format(rank=rank)))
+    coord = Tiers(parse_config(node_cfg(cfg, node.format(rank=0))))
+
+    def hook(kind: str, data: dict) -> None:
+        if rank != victim or kind != "upload.part.begin":
+            return
+        for _ in range(600):  # bounded: 60 s for rank 0's local commit
+            entry = coord.read_catalog("step-00000005", "")
+            if entry and "local" in entry.get("states", {}):
+                break
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    w = TieredStorageWriter(c, 5, wait_for_tiers=False, events=hook)
+    dcp.save(sharded(5, mesh, rows=3 * 4096, cols=512), storage_writer=w)  # 8 MiB a rank
+    report = w.handle.wait()  # type: ignore[union-attr]
+    return {"states": report.states, "errors": report.errors}
+
+
+def test_a_retry_after_a_node_is_lost_mid_save_supersedes_the_partial_attempt(
+        tmp_path: Path, regions: tuple) -> None:
+    # Rank 0 committed its part locally, rank 1's node died before its part reached the
+    # region: the checkpoint exists nowhere as a whole. The retried job (rank 1 on a fresh
+    # node) saves the same step again; that save must not be refused, and it loads exactly.
+    cfg = s3_config(tmp_path, *regions, archive=None, replicas=[], commit_timeout_s=2.0)
+    codes = run_ranks(lose_rank_after_the_commit, 2, tmp_path / "kill", cfg, "node{rank}", 1,
+                      timeout_s=90)
+    assert codes == [0, -signal.SIGKILL], codes
+    first = results(tmp_path / "kill", 1)[0]
+    assert "region" not in first["states"] and "us-east" in first["errors"], first
+    tiers = Tiers(parse_config(node_cfg(cfg, "node0")))
+    assert tiers.read_manifest(tiers.region, "step-00000005") is None
+    shutil.rmtree(Path(cfg["local_dir"]) / "node1")  # rank 1's node is replaced
+    assert run_ranks(save_steps, 2, tmp_path / "retry", cfg, "node{rank}",
+                     [(5, 6, "sync")]) == [0, 0]
+    res = results(tmp_path / "retry", 2)
+    assert "raised" not in res[0]["5"] and not res[0]["5"]["errors"], res
+    assert names(tiers, tiers.region, "step-00000005") == [".metadata", "__0_0.distcp",
+                                                           "__1_0.distcp"]
+    assert run_ranks(load_step, 2, tmp_path / "load", cfg, "fresh{rank}", "step-00000005",
+                     6) == [0, 0]
     assert all(r["exact"] for r in results(tmp_path / "load", 2))

@@ -107,6 +107,22 @@ def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
             for n, (size, ch) in zip(names, got, strict=True)]
 
 
+def _committed_here(entry: dict) -> bool:
+    """Whether a catalog entry of this node says the checkpoint exists as a whole.
+
+    A single-process save exists once it is committed locally. Rank 0's part of a multi-rank
+    save says so only once rank 0 committed the manifest in a remote tier: before that the
+    checkpoint is in no tier as a whole (the other ranks' parts are on their own nodes, and
+    a node lost with its part never delivers it), so a retry of the same step may supersede
+    the attempt (its new save uuid makes the old parts never count)."""
+    states = entry.get("states", {})
+    part = entry.get("part")
+    if part is None:
+        return "local" in states
+    return part.get("rank") == 0 and any(s in states for s in ("region", "replicated",
+                                                                   "archived"))
+
+
 def lower_priority(nice: int) -> Callable[[], None]:
     """A thread-pool initializer: the thread runs `nice` steps nicer than the process's main
     thread (absolute, so a thread started by an already nicer thread is not lowered twice).
@@ -186,8 +202,7 @@ class CheckpointManager:
         else:
             for cid, tag in t.catalog_keys():
                 entry = t.read_catalog(cid, tag) if cid == ckpt_id else None
-                if entry and "local" in entry.get("states", {}) and \
-                        (entry.get("part") is None or entry["part"]["rank"] == 0):
+                if entry and _committed_here(entry):
                     why = f"this node committed it (catalog {t.catalog_path(cid, tag)})"
                     break
         if why is None and remote:
