@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,9 +38,11 @@ MiB = 1 << 20
 
 
 def state(mib: int, world: int, rank: int, tensors: int = 8) -> dict:
+    """`mib` in all, each rank its own keys: DCP writes a key that every rank holds only
+    once (it is replicated), so shared keys would make a world-2 save write half the bytes."""
     import torch
     each = max(1, (mib * MiB) // 4 // tensors // world)
-    return {f"layer{i}.weight": torch.full((each,), float(i * world + rank))
+    return {f"rank{rank}.layer{i}.weight": torch.full((each,), float(i * world + rank))
             for i in range(tensors)}
 
 
@@ -95,9 +98,21 @@ def _rank(rank: int, world: int, port: int, job: dict, q: Any) -> None:
         q.put(dt)
 
 
+def settle() -> None:
+    """Every timed run starts from the same disk: the previous run's dirty pages written back
+    (and, as root, the page cache dropped), so no run pays for the one before it."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1")
+    except OSError:
+        pass  # not root or not Linux: the writeback alone still evens the runs out
+
+
 def run(kind: str, world: int, root: Path, mib: int, **extra: Any) -> float:
     from rackscale.checkpoint.seaweed import free_port
 
+    settle()
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     job = {"kind": kind, "root": str(root), "mib": mib, **extra}
@@ -259,6 +274,8 @@ def main() -> int:
     mib = args.size_mib or (64 if args.quick else 1024)
     files = args.files or (501 if args.quick else 5001)
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-dcp-"))
+    # A SIGTERM unwinds like Ctrl-C, so the finally blocks stop SeaweedFS and remove `work`.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     only = set(args.only.split(","))
     out: list = []
     print(f"all figures measured on this machine ({os.cpu_count()} CPUs, load "
