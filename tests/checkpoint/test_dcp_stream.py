@@ -4,7 +4,9 @@ Tier pushes after the save returns run at a lower CPU priority than the caller."
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -113,3 +115,26 @@ def test_background_pushes_run_nicer_than_the_caller_and_hashing_does_not(
         hashing = mgr.pool.submit(_nice).result()
     want = min(19, base + nice)
     assert (worker, parts, tier, hashing) == (want, want, want, base)
+
+
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31, "riscv64": 31}
+
+
+def _io_class() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    got = libc.syscall(_IOPRIO_GET[os.uname().machine], 1, threading.get_native_id())
+    assert got >= 0, os.strerror(ctypes.get_errno())
+    return got >> 13
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine not in _IOPRIO_GET,
+                    reason="per-thread I/O classes are a Linux syscall (x86_64, arm64, riscv64)")
+@pytest.mark.parametrize("io", ["normal", "idle"])
+def test_background_pushes_use_the_idle_io_class_and_hashing_does_not(
+        tmp_path: Path, io: str) -> None:
+    base = _io_class()
+    with CheckpointManager(parse_config(cfg(tmp_path, background_io=io))) as mgr:
+        got = [mgr._worker.submit(_io_class).result(), mgr._parts.submit(_io_class).result(),
+               mgr._tierpool.submit(_io_class).result()]
+        hashing = mgr.pool.submit(_io_class).result()
+    assert got == [3 if io == "idle" else base] * 3 and hashing == base

@@ -96,6 +96,11 @@ class TiersConfig(BaseModel):
     # they yield the CPU to training and to the saves of other ranks on the node. Off by
     # default: on a machine busy with other work a nicer push only takes longer.
     background_nice: int = Field(default=0, ge=0, le=19)
+    # The I/O class of the same threads. `idle`: the disk serves them when nothing else asks
+    # for it, so the pushes of ranks that are done do not slow the local writes of the ranks
+    # still saving on the same node (Linux, with an I/O scheduler that honours classes:
+    # mq-deadline, bfq; it ages idle requests, so a busy disk delays a push, never stops it).
+    background_io: Literal["normal", "idle"] = "idle"
 
     @model_validator(mode="after")
     def _sizes(self) -> TiersConfig:

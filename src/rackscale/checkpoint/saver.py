@@ -10,8 +10,10 @@ that fails in the background is recorded in the report and the catalog and logge
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -123,14 +125,33 @@ def _committed_here(entry: dict) -> bool:
                                                                    "archived"))
 
 
-def lower_priority(nice: int) -> Callable[[], None]:
+# ioprio_set(2) has no wrapper in Python's os module: its number on the architectures that
+# have it under one name (the generic table covers arm64 and riscv64).
+_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "riscv64": 30, "ppc64le": 273, "s390x": 282}
+_IOPRIO_CLASS_IDLE, _IOPRIO_WHO_PROCESS = 3, 1
+
+
+def _io_idle(tid: int) -> None:
+    number = _IOPRIO_SET.get(os.uname().machine) if sys.platform == "linux" else None
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, _IOPRIO_WHO_PROCESS, tid, _IOPRIO_CLASS_IDLE << 13) != 0:
+        err = ctypes.get_errno()
+        log.debug("cannot set the idle I/O class of thread %s: %s", tid, os.strerror(err))
+
+
+def lower_priority(nice: int, io: str = "normal") -> Callable[[], None]:
     """A thread-pool initializer: the thread runs `nice` steps nicer than the process's main
-    thread (absolute, so a thread started by an already nicer thread is not lowered twice).
-    On Linux a priority is per thread; elsewhere (or where refused) the thread keeps its own."""
+    thread (absolute, so a thread started by an already nicer thread is not lowered twice),
+    and in the idle I/O class when `io` is "idle". On Linux both are per thread; elsewhere
+    (or where refused) the thread keeps its own."""
     def init() -> None:
+        tid = threading.get_native_id()
+        if io == "idle":
+            _io_idle(tid)  # not fatal either way: the push only competes harder
         if nice <= 0 or not hasattr(os, "setpriority"):
             return
-        tid = threading.get_native_id()
         try:
             target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
             if os.getpriority(os.PRIO_PROCESS, tid) < target:
@@ -146,9 +167,10 @@ class CheckpointManager:
         self.tiers = cfg if isinstance(cfg, Tiers) else Tiers(cfg)
         self.cfg = self.tiers.cfg
         self.events = events
-        # Everything after a save has returned runs at a lower priority (`background_nice`);
+        # Everything after a save has returned runs at a lower priority (`background_nice`,
+        # `background_io`);
         # the threads that hash a DCP writer's files before it returns do not.
-        nicer = lower_priority(self.cfg.background_nice)
+        nicer = lower_priority(self.cfg.background_nice, self.cfg.background_io)
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="ckpt-save", initializer=nicer)
         self._parts = ThreadPoolExecutor(self.cfg.upload_parallelism,
                                          thread_name_prefix="ckpt-part", initializer=nicer)
