@@ -135,18 +135,23 @@ def fresh(base: Path, name: str) -> Path:
     return d
 
 
-def line(log: list, what: str, ours: float, base: float, base_name: str, goal: str) -> None:
+def line(log: list, what: str, ours: float, base: float, base_name: str, goal: str,
+         rounds: list[float] | None = None) -> None:
+    """One figure; `rounds`: each round's own ratio (its runs shared the machine's state)."""
     ratio = ours / base if base else float("inf")
     log.append({"what": what, "ours_s": ours, "baseline_s": base, "baseline": base_name,
-                "ratio": ratio, "goal": goal})
-    print(f"{what:<58} {ours:8.3f} s  {base_name} {base:8.3f} s  {ratio:5.2f}x  (goal {goal})",
-          flush=True)
+                "ratio": ratio, "goal": goal, "round_ratios": rounds or []})
+    each = f"  rounds {' '.join(f'{r:.2f}' for r in rounds)}" if rounds and len(rounds) > 1 \
+        else ""
+    print(f"{what:<58} {ours:8.3f} s  {base_name} {base:8.3f} s  {ratio:5.2f}x  (goal {goal})"
+          f"{each}", flush=True)
 
 
 def bench_save_load(work: Path, mib: int, out: list, repeat: int = 3,
                     worlds: tuple[int, ...] = (1, 2), loads: bool = True) -> None:
     """Each figure is the median of `repeat` rounds; a round runs FileSystemWriter and both
-    tiered saves one after the other, so a change in the machine's load hits all three."""
+    tiered saves one after the other, so a change in the machine's load hits all three (each
+    round's own ratios are printed beside the medians: the disk's speed moves between rounds)."""
     for world in worlds:
         times: dict[str, list[float]] = {k: [] for k in ("fs", "local", "full", "fsl", "load")}
         for _ in range(repeat):
@@ -161,14 +166,16 @@ def bench_save_load(work: Path, mib: int, out: list, repeat: int = 3,
             for p in (d, work / f"w{world}-l", full_root):
                 shutil.rmtree(p, ignore_errors=True)
         med = {k: statistics.median(v) for k, v in times.items() if v}
+        per = {k: [a / b for a, b in zip(times[k], times[base], strict=True)]
+               for k, base in (("local", "fs"), ("full", "fs"), ("load", "fsl")) if times[k]}
         n = f" (median of {repeat})" if repeat > 1 else ""
         line(out, f"save {mib} MiB world {world}: local durable{n}", med["local"], med["fs"],
-             "FSWriter", "<= 1.3x")
+             "FSWriter", "<= 1.3x", per["local"])
         line(out, f"save {mib} MiB world {world}: + region + replica{n}", med["full"],
-             med["fs"], "FSWriter", "<= 3x")
+             med["fs"], "FSWriter", "<= 3x", per["full"])
         if loads:
             line(out, f"load {mib} MiB world {world}: fresh node, from region{n}",
-                 med["load"], med["fsl"], "FSReader", "(info)")
+                 med["load"], med["fsl"], "FSReader", "(info)", per["load"])
 
 
 def bench_many(work: Path, files: int, out: list) -> None:
