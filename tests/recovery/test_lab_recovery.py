@@ -1,8 +1,9 @@
 """The supervised job on the real lab (`job run --runner lab`): every rank in its GPU's network
 namespace and cgroup, gloo over the tc-shaped scale-out links. Faults are injected mid-run
-with `rackscale lab inject` (a bad cable on one rank's NIC, a CPU-throttled rank); each is
-flagged as a straggler, localized by the targeted probe to the NIC resp. the GPU, excluded,
-and the job resumes on a spare and ends bit-exact with an uninterrupted run on the lab.
+with `rackscale lab inject` (a bad cable on one rank's NIC, a CPU-throttled rank, a dead NIC);
+the first two are flagged as stragglers, the dead NIC as a hang; each is localized by the
+targeted probe to the NIC resp. the GPU, excluded, and the job resumes on a spare and ends
+bit-exact with an uninterrupted run on the lab.
 Root, tc and torch are needed; without them the module skips with the reason."""
 
 from __future__ import annotations
@@ -142,3 +143,23 @@ def test_a_cpu_throttled_rank_mid_run_is_localized_to_its_gpu(
     print("throttled rank:", {k: inc[k] for k in ("detect_s", "detect_steps", "stop_s",
                                                   "localize_s", "restart_s", "first_step_s",
                                                   "downtime_s", "work_lost_steps")})
+
+
+def test_a_dead_nic_mid_run_is_a_hang_localized_to_the_nic(
+        labenv: tuple[Topology, Path], tmp_path: Path, clean: dict) -> None:
+    # Every rank's all-reduce stalls alike, so which rank went quiet first says nothing
+    # about whose part it is: the probe of every silent rank must name the NIC.
+    topo, _sd = labenv
+    nic = topo.ids[int(topo.gpu_nic[topo.gpu_ids.index(VICTIM)])]
+    out, inc, job = _run_with_fault(labenv, tmp_path, {"target": nic, "kind": "nic_dead"})
+    assert inc["symptom"] == "hang" and not inc["evidence"]["os_stopped"], inc
+    assert (inc["component"], inc["fault_kind"], inc["slot"]) == (nic, "nic_dead", VICTIM)
+    assert list(out["excluded"]) == [VICTIM] and out["assignment"][1] == "lab/r01/c02/gpu1"
+    assert sorted(inc["evidence"]["localize"]["probed"]) == [  # the job's three GPUs
+        "lab/r01/c01/gpu0", VICTIM, "lab/r01/c02/gpu0"]
+    assert inc["localize_s"] > 0 and inc["outcome"] == "resumed"
+    f = _finding(job)
+    assert (f["component"], f["kind"]) == (nic, "nic_dead")
+    assert rig.result(job)["params_sha256"] == clean["params_sha256"]
+    print("dead NIC:", {k: inc[k] for k in ("detect_s", "stop_s", "localize_s", "restart_s",
+                                            "first_step_s", "downtime_s", "work_lost_steps")})

@@ -59,7 +59,7 @@ class JobSetup:
     launcher: Launcher
     placement: Placement  # every slot (GPUs first, then spares) and how to start its rank
     recorder: Recorder
-    localizer: Localizer | None = None  # probes a straggler's GPU and NIC (None: no probe)
+    localizer: Localizer | None = None  # probes suspects' GPUs and NICs (None: no probe)
 
 
 @dataclass(slots=True)
@@ -227,10 +227,12 @@ class Supervisor:
         if left:
             self._fail(f"ranks {left} did not stop after SIGKILL within "
                        f"{self.cfg.stop_timeout_s}s")
-        loc = self._localize(sus)  # after the stop: the probe needs the ranks' CPU and links
+        loc = self._localize(sus, out)  # after the stop: the probe needs the CPU and links
         localized = time.time()
-        if loc is not None and loc.gpu is None and (sus.candidates or
-                                                     "error" not in loc.evidence):
+        # Not localized: a straggler restarts unexcluded (slow is no proof of a bad part); a
+        # hang's silent rank is excluded by its symptom, as without a probe (it did stop).
+        if loc is not None and loc.gpu is None and sus.kind is Symptom.STRAGGLER and (
+                sus.candidates or "error" not in loc.evidence):
             self._unlocalized(sus, out, loc, localized - stopped)
             return
         slot = st.assignment[sus.rank]
@@ -290,14 +292,23 @@ class Supervisor:
             time.sleep(self.cfg.poll_s)
             ranks = reader.poll()
 
-    def _localize(self, sus: Suspect) -> Localized | None:
-        """The targeted probe of a straggler's GPU and NIC, when this runner has one; sets
+    def _localize(self, sus: Suspect, out: Outcome) -> Localized | None:
+        """The targeted probe of the suspects' GPUs and NICs, when this runner has one; sets
         the suspect's rank to the one whose part it names. Not localized with an `error` in
-        its evidence: the probe could not decide (too few healthy GPUs, a probe failed)."""
+        its evidence: the probe could not decide (too few healthy GPUs, a probe failed).
+
+        Probed: a straggler, and a hang the OS does not explain (no rank stopped). A dead
+        NIC or cable stalls the all-reduce of every rank alike, so the rank that went silent
+        first says little about whose part it is: every silent rank is a suspect then."""
         loc_er, st = self.setup.localizer, self.state
-        if loc_er is None or sus.kind is not Symptom.STRAGGLER:
+        if loc_er is None:
             return None
-        ranks = sus.candidates or (sus.rank,)
+        if sus.kind is Symptom.STRAGGLER:
+            ranks = sus.candidates or (sus.rank,)
+        elif sus.kind is Symptom.HANG and not sus.evidence.get("os_stopped"):
+            ranks = tuple(r.rank for r in out.ranks if not r.done) or (sus.rank,)
+        else:
+            return None
         cands = [st.assignment[r] for r in ranks]
         healthy = [s for s in st.assignment if s not in cands] + list(st.spares)
         try:
