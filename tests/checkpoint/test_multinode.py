@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -154,23 +154,20 @@ def test_resume_removes_the_data_of_a_save_killed_before_its_commit(tmp_path: Pa
 def lose_rank_after_the_commit(rank: int, world: int, mesh: Any, cfg: dict, node: str,
                                victim: int) -> dict:
     """Every rank commits locally and returns (wait_for_tiers=False); the victim dies in its
-    background upload once rank 0 has committed its own part: its node, and with it its part,
-    is then gone for good."""
+    background upload once `dcp.save` has returned on it, i.e. after rank 0 committed its own
+    part and the save's last collective (a kill before that fails rank 0's collective too):
+    its node, and with it its part, is then gone for good."""
     c = parse_config(node_cfg(cfg, node.format(rank=rank)))
-    coord = Tiers(parse_config(node_cfg(cfg, node.format(rank=0))))
+    saved = threading.Event()
 
     def hook(kind: str, data: dict) -> None:
-        if rank != victim or kind != "upload.part.begin":
-            return
-        for _ in range(600):  # bounded: 60 s for rank 0's local commit
-            entry = coord.read_catalog("step-00000005", "")
-            if entry and "local" in entry.get("states", {}):
-                break
-            time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGKILL)
+        if rank == victim and kind == "upload.part.begin":
+            saved.wait(60)  # bounded: the upload waits here until the save has returned
+            os.kill(os.getpid(), signal.SIGKILL)
 
     w = TieredStorageWriter(c, 5, wait_for_tiers=False, events=hook)
     dcp.save(sharded(5, mesh, rows=3 * 4096, cols=512), storage_writer=w)  # 8 MiB a rank
+    saved.set()
     report = w.handle.wait()  # type: ignore[union-attr]
     return {"states": report.states, "errors": report.errors}
 
