@@ -114,18 +114,27 @@ def test_a_bad_cable_mid_run_is_localized_to_the_nic_not_its_gpu(
     out, inc, job = _run_with_fault(labenv, tmp_path, {"target": nic, "kind": "bad_cable",
                                                        "severity": 0.1})
     assert list(out["excluded"]) == [VICTIM] and out["assignment"][1] == "lab/r01/c02/gpu1"
-    assert inc["symptom"] == "straggler" and inc["evidence"]["scope"] == "collective"
-    assert (inc["component"], inc["fault_kind"], inc["slot"]) == (nic, "bad_cable", VICTIM)
+    # Mostly a slow collective. Re-shaping the link drops the packets queued on it, and
+    # TCP's retransmission back-off has (once in two full test runs) silenced that all-reduce
+    # past the 20 s hang timeout: then it is a hang, probed as one, and the probe must still
+    # name the NIC (its pair slow, or failing outright when the stall outlasts the probe's
+    # own timeout).
+    kinds = ("bad_cable",) if inc["symptom"] == "straggler" else ("bad_cable", "nic_dead")
+    if inc["symptom"] == "straggler":
+        assert inc["evidence"]["scope"] == "collective", inc
+    else:
+        assert inc["symptom"] == "hang" and not inc["evidence"]["os_stopped"], inc
+    assert (inc["component"], inc["slot"]) == (nic, VICTIM) and inc["fault_kind"] in kinds
     probed = inc["evidence"]["localize"]["probed"][VICTIM]
     assert probed["gemm_rel"] > 0.65 > probed["pair_rel"]  # its GPU is healthy, its NIC not
     assert inc["localize_s"] > 0 and inc["outcome"] == "resumed"
     assert inc["first_step_s"] is not None
     f = _finding(job)
-    assert (f["component"], f["kind"]) == (nic, "bad_cable")
+    assert (f["component"], f["kind"]) == (nic, inc["fault_kind"])
     assert rig.result(job)["params_sha256"] == clean["params_sha256"]
-    print("bad cable:", {k: inc[k] for k in ("detect_s", "detect_steps", "stop_s",
-                                             "localize_s", "restart_s", "first_step_s",
-                                             "downtime_s", "work_lost_steps")})
+    print("bad cable:", inc["symptom"], {k: inc[k] for k in (
+        "detect_s", "detect_steps", "stop_s", "localize_s", "restart_s", "first_step_s",
+        "downtime_s", "work_lost_steps")})
 
 
 def test_a_cpu_throttled_rank_mid_run_is_localized_to_its_gpu(
