@@ -58,8 +58,8 @@ def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int
                       stage: int) -> tuple[list[int], list[np.ndarray]]:
     """Bisect failing NVLink groups; returns the domains left to check plane by plane and
     the groups whose shortfall no retest reproduced (they pass: `RunState.cleared`)."""
-    suspects, _ = bisect(failing, st.tester("nvlink_allreduce"))
-    passed = st.cleared("nvlink_allreduce", suspects)
+    found, _ = bisect(failing, st.tester("nvlink_allreduce"))
+    suspects, passed = st.cleared("nvlink_allreduce", found)
     if passed:
         st.note(stage, f"{len(passed)} short groups passed every retest")
     domains = []
@@ -68,7 +68,7 @@ def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int
         if sp.kind == "member":
             st.finding_outcome(st.topo.gpu_ids[g], NVLINK_PORT_DOWN, stage, sp.outcome,
                                {"fabric": "nvlink", "trail": sp.trail})
-        elif not any(sp is c for c in passed):
+        else:
             domains.append(int(st.topo.gpu_domain[g]))
     return domains, [sp.members for sp in passed]
 

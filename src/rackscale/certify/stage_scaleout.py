@@ -57,12 +57,11 @@ def run_stage_multirack(st: RunState) -> None:
         failing = [(groups[i], st.outcome(j, int(i), s),
                     good.get(_rail_class(st, int(groups[i][0]))) if len(groups[i]) < 4
                     else None) for i in bad]
-        suspects, _ = bisect(failing, st.tester("scaleout_allreduce"))
+        found, _ = bisect(failing, st.tester("scaleout_allreduce"))
         ring_of = {int(k): i for i, k in enumerate(keys)}
         # a leaf ring whose every retest passed was a stall of a shared host, not a part
-        passed = st.cleared("scaleout_allreduce", suspects)
-        failed_gpus = [_blame(st, sp, groups, ring_of, j, on_rel) for sp in suspects
-                       if not any(sp is c for c in passed)]
+        suspects, _passed = st.cleared("scaleout_allreduce", found)
+        failed_gpus = [_blame(st, sp, groups, ring_of, j, on_rel) for sp in suspects]
         if failed_gpus:
             st.ok[np.concatenate(failed_gpus)] = False
         _lone_gpus(st, lone, good, {int(topo.gpu_leaf[groups[i][0]]) for i in

@@ -181,15 +181,19 @@ class RunState:
                              nvlink=fabric == "nvlink", spec_eff=expect.SPEC_EFFICIENCY)
         return judge(s.samples, s.error_mask, s.errors, bl, self.config.thresholds[probe]), s
 
-    def cleared(self, probe: str, suspects: list[Suspect]) -> list[Suspect]:
-        """Of `suspects`, those whose shortfall neither the bisection's retests nor one more
-        test of the whole group reproduced: a stall of a shared host, not a part (a fault
-        that persists shows again; one that flaps gets a second chance to)."""
+    def cleared(self, probe: str, suspects: list[Suspect]) -> tuple[list[Suspect],
+                                                                    list[Suspect]]:
+        """`suspects` split into (still suspect, cleared): cleared are those whose shortfall
+        neither the bisection's retests nor one more test of the whole group reproduced: a
+        stall of a shared host, not a part (a fault that persists shows again; one that
+        flaps gets a second chance to)."""
         quiet = [sp for sp in suspects if not_reproduced(sp)]
         if not quiet:
-            return []
+            return suspects, []
         again, _ = self.judge_groups(probe, [sp.members for sp in quiet], learn=False)
-        return [sp for k, sp in enumerate(quiet) if not again.failed[k]]
+        gone = {id(sp) for k, sp in enumerate(quiet) if not again.failed[k]}
+        return ([sp for sp in suspects if id(sp) not in gone],
+                [sp for sp in suspects if id(sp) in gone])
 
     def tester(self, probe: str) -> Tester:
         def test(groups: list[np.ndarray]) -> list[Outcome]:
