@@ -11,7 +11,8 @@ from typing import Any
 
 from rackscale.certify.stages import STAGE_NAMES
 from rackscale.durable import write_atomic
-from rackscale.store import NewEvent, Store
+from rackscale.faults import FaultsFile
+from rackscale.store import Kind, NewEvent, Store, TwinPlantV1
 
 __all__ = ["STAGE_NAMES", "ComponentResult", "Finding", "store_run", "write_jsonl"]
 
@@ -55,9 +56,19 @@ class ComponentResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def twin_plant(faults: FaultsFile | None, faults_file: str | None, seed: int) -> TwinPlantV1:
+    """The twin's plant a run applied: its faults as the file gave them (none: a clean plant)."""
+    return TwinPlantV1.model_validate({
+        "faults_file": faults_file, "seed": seed,
+        "faults": [f.model_dump(exclude_none=True) for f in (faults.faults if faults else [])]})
+
+
 def store_run(store: Store, *, fleet: str, run: dict[str, Any], findings: list[Finding],
-              results: list[ComponentResult], actor: str = "certify") -> int:
-    """Append the run, its findings and its per-tray/rack results in one transaction."""
+              results: list[ComponentResult], actor: str = "certify",
+              plant: TwinPlantV1 | None = None) -> int:
+    """Append the run, its findings and its per-tray/rack results in one transaction (and,
+    on the twin, the plant it ran on, last: the state every later reader of the twin sees;
+    a run's own events open its stretch of the log)."""
     run_id, backend = run["run_id"], run["backend"]
     events = [NewEvent(component_id=fleet, kind="certify.run", payload=run, actor=actor,
                        reason=f"certification run {run_id}")]
@@ -71,5 +82,8 @@ def store_run(store: Store, *, fleet: str, run: dict[str, Any], findings: list[F
                                  "stages_passed": r.stages_passed} | r.extra,
                         actor=actor, reason=f"certification run {run_id}")
                for r in results]
+    if plant is not None:
+        events.append(NewEvent(component_id=fleet, kind=Kind.TWIN_PLANT, payload=plant,
+                               actor=actor, reason=f"twin plant of certification run {run_id}"))
     with store.session() as s:
         return store.append_events(events, session=s)

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from rackscale.certify.stage_scaleout import run_stage_multirack
 from rackscale.certify.state import LadderConfig, LadderConfigError, RunState
 from rackscale.fleet import COMPUTE_TRAY, NODE, RACK, REGION, HardwareModel, Topology
 from rackscale.provenance import Provenance
+
+if TYPE_CHECKING:
+    from rackscale.store import TwinPlantV1
 
 STAGE_FUNCS: dict[int, Callable[[RunState], None]] = {
     1: run_stage_gpu, 2: run_stage_tray, 3: run_stage_domain, 4: run_stage_multirack,
@@ -53,6 +56,9 @@ class CertifyRun:
     warns: int
     wall_s: float
     fabric: list[dict[str, Any]] = field(default_factory=list)
+    # The twin's plant the run certified (None on real hardware): stored with the run, so the
+    # lifecycle reads the same CDUs and power shelves (`twin.plant`).
+    plant: TwinPlantV1 | None = None
 
     @property
     def allpairs_tests(self) -> int:

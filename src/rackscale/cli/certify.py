@@ -24,6 +24,7 @@ from rackscale.certify import (
     TwinBackend,
     parse_stages,
     store_run,
+    twin_plant,
     write_jsonl,
 )
 from rackscale.cli._common import (
@@ -65,7 +66,9 @@ def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
                ) -> CertifyRun:
     backend = TwinBackend(TwinHardware(topo, faults, seed=twin_seed))
     ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
-    return _with_progress(ladder, show_progress)
+    run = _with_progress(ladder, show_progress)
+    run.plant = twin_plant(faults, faults_file, twin_seed)
+    return run
 
 
 def _with_progress(ladder: Ladder, show_progress: bool) -> CertifyRun:
@@ -147,7 +150,7 @@ def print_findings(run: CertifyRun) -> None:
 
 def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:
     store_run(store, fleet=run.fleet, run=run.summary(), findings=run.findings,
-              results=run.results)
+              results=run.results, plant=run.plant)
     write_jsonl(run.findings, jsonl, run_id=run.run_id, backend=run.backend)
 
 

@@ -8,10 +8,12 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import typer
 from rich.table import Table
 
+from rackscale.certify import twin_plant
 from rackscale.cli._common import (
     DbOption,
     JsonOption,
@@ -25,7 +27,7 @@ from rackscale.cli._common import (
 from rackscale.cli._pipeline import DemoContext, LifecycleStepResult, Onboarding, Triage
 from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
-from rackscale.faults import TwinCoolingDriver, demo_faults_path, load_faults
+from rackscale.faults import Fault, TwinCoolingDriver, demo_faults_path, faults_from, load_faults
 from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     RACK_MACHINE,
@@ -50,7 +52,7 @@ from rackscale.lifecycle import (
     transition,
     trays_of,
 )
-from rackscale.store import DEFAULT_DATA_DIR, Store, loaded_spec
+from rackscale.store import DEFAULT_DATA_DIR, Kind, Store, TwinPlantV1, loaded_spec
 
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
@@ -67,6 +69,7 @@ FaultsOption = typer.Option(
     None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
     "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
     "flapping) instead of the simulated plant. Simulated figures either way.", show_default=False)
+WAITING_SHOWN = 10  # racks a pass line names with why they wait
 TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
 
@@ -89,15 +92,34 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
                                                        for r in topo.racks})
              if redfish else SimPowerDriver(plant))
     slurm = ScontrolSlurm(conf=slurm_conf) if slurm_conf else None
-    # --faults: the CDUs are the digital twin's (faults/), not the simulated plant's
-    cooling: CoolingDriver = (
-        TwinCoolingDriver(topo, load_faults(demo_faults_path() if faults == "demo" else faults,
-                                            topo), seed=twin_seed)
-        if faults else SimCoolingDriver(plant))
+    cooling = _cooling(store, topo, plant, faults, twin_seed, record=enroll)
     ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor)
     if enroll:  # only the controller loop enrolls: inspection and bad commands write nothing
         ctl.enroll()
     return ctl, plant
+
+
+def _cooling(store: Store, topo: Topology, plant: SimPlant, faults: str | None,
+             twin_seed: int, *, record: bool) -> CoolingDriver:
+    """The CDUs the controller reads: the digital twin's when a faults file is given (then
+    recorded as the twin's plant, so certify and lifecycle read one plant) or when the store
+    holds a twin plant (a twin certification recorded it); else the simulated plant's."""
+    if faults:
+        path = demo_faults_path() if faults == "demo" else faults
+        ff = load_faults(path, topo)
+        if record:
+            store.append_event(topo.spec.name, Kind.TWIN_PLANT,
+                               twin_plant(ff, path, twin_seed), actor="lifecycle",
+                               reason=f"twin plant from lifecycle run --faults {path}")
+        return TwinCoolingDriver(topo, ff, seed=twin_seed)
+    newest = store.events(kind=Kind.TWIN_PLANT, component_id=topo.spec.name,
+                          newest_first=True, limit=1)
+    if not newest:
+        return SimCoolingDriver(plant)
+    recorded = cast(TwinPlantV1, newest[0].parsed())
+    ff = faults_from([Fault.model_validate(f.model_dump(exclude_none=True))
+                      for f in recorded.faults], topo)
+    return TwinCoolingDriver(topo, ff, seed=recorded.seed)
 
 
 @app.command()
@@ -234,14 +256,17 @@ def run(
                       f"seed {twin_seed}")
 
     def triage() -> None:
-        """Certification findings recorded since the last look move their parts to triage
-        (the cursor makes a quiet look one query), so the next pass drains them."""
-        tri = apply_findings(store, ctl.topo)
-        if tri.findings and not as_json:
+        """The fleet state's failing certifications move their parts out of service (the
+        next pass drains them); parts evidence pulled come back on newer passing evidence."""
+        tri = apply_findings(store, ctl.topo, state=ctl.state)
+        promote_passing(store, ctl.topo, report=tri, state=ctl.state)
+        moved = tri.trays_triaged or tri.racks_rack_level or tri.racks_escalated
+        if (tri.findings or moved or tri.promoted) and not as_json:
             console.print(f"triage: {tri.findings} new certify findings -> "
                           f"{len(tri.trays_triaged)} trays to triage, "
                           f"{len(tri.racks_rack_level)} racks rack-level, "
-                          f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted")
+                          f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted"
+                          + "".join(f"; {k} {v}" for k, v in sorted(tri.promoted.items())))
 
     def show(rep: PassReport) -> None:
         if as_json:
@@ -250,6 +275,11 @@ def run(
             console.print(f"pass: {rep.commands} commands, {rep.transitions} transitions, "
                           f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
                           f"{len(rep.waiting)} racks waiting")
+            for rid, why in sorted(rep.waiting.items())[:WAITING_SHOWN]:
+                console.print(f"  waiting {plain(rid)}: {plain(why)}")
+            if len(rep.waiting) > WAITING_SHOWN:
+                console.print(f"  ... {len(rep.waiting) - WAITING_SHOWN} more (--json lists "
+                              "every one)")
             for rid, err in rep.errors.items():
                 err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
         triage()

@@ -33,8 +33,10 @@ BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measu
               "simulated": "simulated (twin)", "recorded": "recorded events",
               "not_run": "NOT RUN"}
 
-ShapeGpusOption = typer.Option(72, "--shape-gpus", help="GPUs per NVLink domain the job "
-                               "shape needs (72: whole NVL72 domains).")
+ShapeGpusOption = typer.Option(None, "--shape-gpus", min=1, show_default=False,
+                               help="GPUs per NVLink domain the job shape needs (72: whole "
+                               "NVL72 domains). Default: each rack's own whole domain (72 on "
+                               "NVL72, 8 on an HGX node), named per pool.")
 PriceOption = typer.Option(None, "--gpu-hour-price", metavar="FLOAT", show_default=False,
                            help="Price of one GPU-hour (any currency): the ledger shows what "
                            "each lost step costs per month.")
@@ -47,10 +49,12 @@ class ReportFileError(UserError):
     pass
 
 
-def _shape(gpus: int, stages_text: str) -> Any:
+def _shape(gpus: int | None, stages_text: str) -> Any:
     from rackscale.report import JobShape
 
     stages = [x.strip() for x in stages_text.split(",") if x.strip()]  # as certify --stages
+    if gpus is None:
+        return JobShape(required_stages=tuple(stages))
     name = "whole-nvl72-domains" if gpus == 72 else f"domains-of-{gpus}"
     return JobShape(name=name, gpus_per_domain=gpus, required_stages=tuple(stages))
 
@@ -144,7 +148,7 @@ def _figure(step: dict[str, Any]) -> str:
 def build(
     db: str | None = DbOption,
     out: Path = out_dir_option(DEFAULT_OUT, "report.html and report.json"),
-    shape_gpus: int = ShapeGpusOption,
+    shape_gpus: int | None = ShapeGpusOption,
     stages: str = StageOption,
     gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
@@ -169,7 +173,7 @@ def build(
 @app.command()
 def show(
     db: str | None = DbOption,
-    shape_gpus: int = ShapeGpusOption,
+    shape_gpus: int | None = ShapeGpusOption,
     stages: str = StageOption,
     gpu_hour_price: float | None = PriceOption,
     as_json: bool = JsonOption,
@@ -283,7 +287,7 @@ def diff(
     old: str = typer.Argument(..., metavar="OLD", help=f"The earlier report: {DiffRef}."),
     new: str = typer.Argument(..., metavar="NEW", help=f"The later report: {DiffRef}."),
     db: str | None = DbOption,
-    shape_gpus: int = ShapeGpusOption,
+    shape_gpus: int | None = ShapeGpusOption,
     stages: str = StageOption,
     as_json: bool = JsonOption,
 ) -> None:

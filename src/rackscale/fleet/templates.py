@@ -74,6 +74,12 @@ class RackTemplate:
         """Whether a fleet spec may set how many nodes a rack holds (HGX); NVL72 is fixed."""
         return not self.domain_is_rack
 
+    @property
+    def whole_domain_shape(self) -> str:
+        """The name of the job shape that fills one whole NVLink domain of this template: the
+        pool's headline shape (a rack of NVL72, a node of HGX)."""
+        return f"whole-{self.shape}-domains" if self.domain_is_rack else f"whole-{self.shape}-nodes"
+
     def tray_prefix(self) -> str:
         return "c" if self.tray_kind == COMPUTE_TRAY else "n"
 

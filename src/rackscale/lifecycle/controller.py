@@ -53,6 +53,7 @@ from rackscale.lifecycle.states import (
 from rackscale.lifecycle.states import (
     RACK as RACK_MACHINE,
 )
+from rackscale.state import FleetState
 from rackscale.store import Store
 
 R, T = RackState, TrayState
@@ -84,6 +85,8 @@ class Controller(SafetyResponses):
         self._pending: dict[str, float] = {}  # target -> when power-on was asked (across passes)
         self._holds: dict[str, str] = {}  # rack -> interlock rule holding it (logged once)
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
+        # The certification evidence the gates read; refreshed from the log at each pass.
+        self.state = FleetState(topo)
 
     def enroll(self) -> int:
         return repository.enroll(self.store, self.topo, actor=self.actor)
@@ -115,6 +118,7 @@ class Controller(SafetyResponses):
 
     def _read_pass(self, now: float) -> Pass:
         """Every lifecycle row, power target, CDU and cap, read once for the pass."""
+        self.state.refresh(self.store)
         # Raw driver rows fetched in one go: at ~34k rows per pass the ORM's per-row cost
         # would dominate. Bad-tray counts and leak holds are tallied here, once.
         with self.store.engine.connect() as conn:
@@ -175,7 +179,9 @@ class Controller(SafetyResponses):
             self.reconcile()
             raise UserError(f"{cid} did not reach powered: {why_not}; its goal is back to "
                             f"{row.goal or 'none'} and it stays {row.state}")
-        t = repository.transition(self.store, cid, target, actor=self.actor, reason=reason)
+        self.state.refresh(self.store)
+        t = repository.transition(self.store, cid, target, actor=self.actor, reason=reason,
+                                  state=self.state)
         return {"component": cid, "from": t.src, "to": t.dst, "seq": t.seq}
 
     def run(self, *, max_passes: int | None = None, until_idle: bool = False,
@@ -320,8 +326,12 @@ class Controller(SafetyResponses):
                        ps)
         elif st == R.BURN_IN:
             s = tx()
-            if repository.passing_evidence(self.store, s, repository.get_row(s, rid)) is not None:
+            lrow = repository.get_row(s, rid)
+            if repository.passing_evidence(self.store, s, lrow, self.state) is not None:
                 self._move(s, rid, row, R.CERTIFIED, "passing certification on record", ps)
+            else:
+                ps.rep.waiting[rid] = "burn_in: " + repository.why_not_serving(
+                    self.store, s, lrow, self.state)
         elif st == R.CERTIFIED:
             self._try_production(tx(), rid, row, ps, "goal production")
 
@@ -333,7 +343,8 @@ class Controller(SafetyResponses):
             if trow is None or trow.state != T.BURN_IN:
                 continue
             s = r.tx()
-            if repository.passing_evidence(self.store, s, repository.get_row(s, tray)) is not None:
+            lrow = repository.get_row(s, tray)
+            if repository.passing_evidence(self.store, s, lrow, self.state) is not None:
                 self._move(s, tray, trow, T.PRODUCTION, "passing certification on record",
                            r.ps)
 
@@ -353,8 +364,9 @@ class Controller(SafetyResponses):
 
     def _try_production(self, s: Session, rid: str, row: Row, ps: Pass, why: str) -> None:
         lrow = repository.get_row(s, rid)
-        if repository.passing_evidence(self.store, s, lrow) is None:
-            ps.rep.waiting[rid] = "production needs a passing certification newer than repair"
+        if repository.passing_evidence(self.store, s, lrow, self.state) is None:
+            ps.rep.waiting[rid] = "production: " + repository.why_not_serving(
+                self.store, s, lrow, self.state)
             return
         self._move(s, rid, row, R.PRODUCTION, why, ps)
 
@@ -362,7 +374,7 @@ class Controller(SafetyResponses):
     def _move(self, s: Session, cid: str, row: Row, to: str, reason: str, ps: Pass,
               **extra: Any) -> None:
         repository.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
-                          expect=row.state, extra=extra or None)
+                              expect=row.state, extra=extra or None, state=self.state)
         if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
             rack = self.topo.holder(cid).rack
             delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)

@@ -27,13 +27,21 @@ from rackscale.lifecycle.states import (
     TrayState,
     check,
 )
-from rackscale.store import Base, LifecycleTransitionV1, NewEvent, Store, UTCDateTime
+from rackscale.state import FleetState
+from rackscale.store import (
+    Base,
+    Kind,
+    LifecycleTransitionV1,
+    NewEvent,
+    Store,
+    UTCDateTime,
+    loaded_spec,
+)
 
-TRANSITION = "lifecycle.transition"
-INTERLOCK = "lifecycle.interlock"
-SLURM = "lifecycle.slurm"
-NOTED = "lifecycle.noted"
-CERTIFY_RESULT = "certify.result"
+TRANSITION = Kind.LIFECYCLE_TRANSITION
+INTERLOCK = Kind.LIFECYCLE_INTERLOCK
+SLURM = Kind.LIFECYCLE_SLURM
+NOTED = Kind.LIFECYCLE_NOTED
 # States only passing certification evidence opens (for any actor: operator or controller).
 EVIDENCE_GATED = frozenset({RackState.CERTIFIED.value, RackState.PRODUCTION.value})
 
@@ -140,7 +148,7 @@ def state_of(store: Store, cid: str) -> LifecycleRow:
         return get_row(s, cid)
 
 
-def _last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
+def last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     """Seq of the component's last move into a repair state. Enrollment (the first row, `from`
     None) is not a repair: hardware certified before the lifecycle knew it keeps that
     evidence, so `certify run` then `lifecycle run` promotes instead of waiting forever."""
@@ -154,29 +162,45 @@ def _last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     return 0
 
 
-def passing_evidence(store: Store, s: Session, row: LifecycleRow) -> int | None:
-    """Seq of a passing `certify.result` for the component (or its rack) newer than its last
-    repair/triage, or None. A triage counts like a repair: evidence from before a finding
-    must not send the part straight back to production."""
-    floor = _last_repair_seq(store, s, row)
-    for ev in store.events(kind=CERTIFY_RESULT, component_ids={row.component_id, row.rack},
-                           after_seq=floor, newest_first=True, session=s):
-        if ev.payload.get("verdict") == "pass":
-            return ev.seq
-    return None
+def fleet_state(store: Store) -> FleetState:
+    """The fleet state of the fleet loaded in `store`, read up to its newest event (for a
+    one-off move; a controller keeps one and refreshes it)."""
+    spec = loaded_spec(store)
+    if spec is None:
+        raise EvidenceMissing(f"no fleet loaded in {store.safe_url}: there is no certification "
+                              "evidence to move on; run `rackscale fleet load` first")
+    return FleetState.load(store, Topology.build(spec))
+
+
+def passing_evidence(store: Store, s: Session, row: LifecycleRow,
+                     state: FleetState | None = None) -> int | None:
+    """Seq of the certification evidence that lets the part (a rack or tray) enter certified
+    or production, or None. The fleet state decides (`FleetState.gate`): the newest evidence
+    of the part must pass, newer than its last repair/triage (a triage counts like a repair:
+    evidence from before a finding must not send the part straight back to production)."""
+    state = state if state is not None else fleet_state(store)
+    return state.gate(row.component_id, floor=last_repair_seq(store, s, row)).evidence_seq
+
+
+def why_not_serving(store: Store, s: Session, row: LifecycleRow,
+                    state: FleetState) -> str:
+    """What the gate says of a part it keeps out (for the controller's "waiting" list)."""
+    return state.gate(row.component_id, floor=last_repair_seq(store, s, row)).why
 
 
 def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
                session: Session | None = None, expect: str | None = None,
-               extra: dict[str, Any] | None = None) -> Transition:
-    """Apply one legal transition: table check, production evidence gate, compare-and-set on
-    the state row and the event, all in one transaction."""
+               extra: dict[str, Any] | None = None,
+               state: FleetState | None = None) -> Transition:
+    """Apply one legal transition: table check, production evidence gate (read from `state`,
+    or from the store's fleet state when none is given), compare-and-set on the state row and
+    the event, all in one transaction."""
     if not reason.strip():
         raise UserError("a transition needs a reason (--reason ...)")
     if session is None:
         with store.session() as s:
             return transition(store, cid, to, actor=actor, reason=reason, session=s,
-                              expect=expect, extra=extra)
+                              expect=expect, extra=extra, state=state)
     s = session
     row = get_row(s, cid)
     src = row.state
@@ -185,14 +209,16 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
     check(row.machine, cid, src, to)
     payload: dict[str, Any] = {"from": src, "to": to}
     if to in EVIDENCE_GATED:
-        ev = passing_evidence(store, s, row)
-        if ev is None:
+        state = state if state is not None else fleet_state(store)
+        gate = state.gate(cid, floor=last_repair_seq(store, s, row))
+        if gate.evidence_seq is None:
             raise EvidenceMissing(
-                f"{row.machine} {cid} cannot become {to}: no passing certify.result for it or "
-                "its rack newer than its last repair/triage; certify it first with "
-                "`rackscale certify run` (it records certify.result events in this --db)"
+                f"{row.machine} {cid} cannot become {to}: {gate.why}. It needs a passing "
+                "certification newer than its last repair/triage, and no newer failing one; "
+                "certify it with `rackscale certify run` (it records certify.result events in "
+                "this --db)"
             )
-        payload["evidence_seq"] = ev
+        payload["evidence_seq"] = gate.evidence_seq
     if extra:
         payload.update(extra)
     seq = store.append_event(cid, TRANSITION, payload, actor=actor, reason=reason, session=s)

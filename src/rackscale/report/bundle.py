@@ -37,8 +37,9 @@ MANIFEST = "manifest.json"
 # Event kinds that carry measured recovery and checkpoint figures, exported when the store has
 # them (the ledger does not read them; the disclosure does).
 RECOVERY_FILE = "recovery.jsonl"
-EXTRA_EVENT_PREFIXES = {RECOVERY_FILE: ("recovery.",),
-                        "checkpoint-events.jsonl": ("checkpoint.",)}
+# (A "checkpoint." prefix stood here and matched no event kind: checkpoints keep their own
+# manifests and journal, not store events, so that file was always empty.)
+EXTRA_EVENT_PREFIXES = {RECOVERY_FILE: ("recovery.",)}
 _NONFINITE = "$nonfinite"
 # events_in builds Events positionally (the fast path at 100k+ events): the field order is
 # checked once here, so a change in the store's Event fails at import, not silently.

@@ -97,8 +97,11 @@ def _method(ledger: Ledger) -> list[dict[str, str]]:
                    "only flags. Trays the lifecycle holds in triage are also removed.",
         "domain": "GPUs whose whole NVLink domain survived the step above and has no "
                   "domain-wide finding (NVLink switch down or degraded).",
-        "certified": f"Whole domains of {shape.gpus_per_domain} GPUs whose certify.result is "
-                     f"pass with stages {', '.join(shape.required_stages) or '(none)'}.",
+        "certified": ("Each rack's own whole NVLink domain (a whole NVL72 rack, a whole HGX "
+                      "node)" if shape.gpus_per_domain is None else
+                      f"Whole domains of {shape.gpus_per_domain} GPUs")
+                     + " whose certify.result is pass with stages "
+                     f"{', '.join(shape.required_stages) or '(none)'}.",
         "goodput": "Certified GPUs x ETTR of the latest simulate.run (digital twin with "
                    "failures, checkpoints, recovery): the share of wall time the job makes "
                    "progress. Program goodput (MFU) is not a failure loss and is not applied. "

@@ -16,6 +16,7 @@ import numpy as np
 
 from rackscale.certify import STAGE_NAMES, parse_stages
 from rackscale.errors import UserError
+from rackscale.fleet import Topology
 from rackscale.provenance import Provenance
 from rackscale.report.rackrows import RackInputs, rack_rows
 from rackscale.report.reasons import Reason
@@ -37,17 +38,36 @@ class JobShapeError(UserError):
     pass
 
 
+# The default job shape's name before it is resolved on a fleet (see JobShape.resolved).
+WHOLE_DOMAINS = "whole-domains"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobShape:
     """The job the "certified" step certifies for: whole NVLink domains of `gpus_per_domain`
-    GPUs, each domain having passed the certification stages in `required_stages`."""
+    GPUs, each domain having passed the certification stages in `required_stages`.
+    `gpus_per_domain` None (the default): each rack by its own template's whole domain (an
+    NVL72 rack's 72 GPUs, an HGX node's 8), so a mixed fleet counts every pool by its shape."""
 
-    name: str = "whole-nvl72-domains"
-    gpus_per_domain: int = 72
+    name: str = WHOLE_DOMAINS
+    gpus_per_domain: int | None = None
     required_stages: tuple[str, ...] = ("domain",)
 
+    def resolved(self, topo: Topology) -> JobShape:
+        """The default shape named by the fleet's pools (`whole-nvl72-domains`, or
+        `whole-hgx-nodes + whole-nvl72-domains` on a mixed fleet); any other as it is."""
+        if self.name != WHOLE_DOMAINS or self.gpus_per_domain is not None:
+            return self
+        names = sorted({r.template.whole_domain_shape for r in topo.racks})
+        return JobShape(name=" + ".join(names) or WHOLE_DOMAINS, gpus_per_domain=None,
+                        required_stages=self.required_stages)
+
+    def domain_gpus(self, own: int) -> int:
+        """GPUs one job of this shape takes in a domain of `own` GPUs."""
+        return own if self.gpus_per_domain is None else self.gpus_per_domain
+
     def __post_init__(self) -> None:
-        if self.gpus_per_domain <= 0:
+        if self.gpus_per_domain is not None and self.gpus_per_domain <= 0:
             raise JobShapeError(f"job shape {self.name}: gpus_per_domain must be > 0, got "
                                 f"{self.gpus_per_domain}; use 72 for whole NVL72 domains")
         # Stored results carry stage names; a name that is no stage would match nothing and
@@ -124,7 +144,7 @@ class _Mask:
 
 def build_ledger(view: StoreView, shape: JobShape | None = None) -> Ledger:
     """The seven steps of the ledger, in order; each keeps a subset of the step above."""
-    build = _LedgerBuild(view, shape or JobShape())
+    build = _LedgerBuild(view, (shape or JobShape()).resolved(view.topo))
     build.headline()
     build.installed()
     build.powered()
@@ -339,15 +359,17 @@ class _LedgerBuild:
                 lost[code] += self.mask.drop(gpus, code)
                 self.domain_certified.append(False)
                 continue
-            usable = (gpus.size // shape.gpus_per_domain) * shape.gpus_per_domain
+            size = shape.domain_gpus(int(gpus.size))
+            usable = (gpus.size // size) * size
             lost[Reason.SHAPE_REMAINDER] += self.mask.drop(gpus[usable:],
                                                            Reason.SHAPE_REMAINDER)
             self.domain_certified.append(True)
         prev = self.steps[-1]
+        per_domain = shape.gpus_per_domain or "each rack's own"
         self.record("certified", f"certified for {shape.name}",
                     Reason.CERTIFY_NOT_RUN if run is None else Reason.CERTIFY_RESULTS,
                     prev.basis,
-                    f"job shape {shape.name} ({shape.gpus_per_domain} GPUs per domain, stages "
+                    f"job shape {shape.name} ({per_domain} GPUs per domain, stages "
                     f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain",
                     lost, provenance=prev.provenance,
                     note="certification not run" if run is None else "")
@@ -355,7 +377,7 @@ class _LedgerBuild:
     def _uncertified_because(self, gpus: np.ndarray, result: dict[str, Any] | None) -> str | None:
         """The reason code a healthy domain is not certified for the job shape, or None."""
         shape = self.shape
-        if gpus.size < shape.gpus_per_domain:
+        if gpus.size < shape.domain_gpus(int(gpus.size)):
             return Reason.SHAPE_TOO_SMALL
         if self.run is None:
             return None

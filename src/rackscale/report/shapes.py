@@ -52,7 +52,7 @@ def shapes_for(t: RackTemplate) -> list[ShapeRule]:
     """The job shapes a template supports, from its own numbers."""
     g, n = t.gpus_per_tray, t.trays
     if t.domain_is_rack:
-        out = [ShapeRule(name=f"whole-{t.shape}-domains", template=t.name, scope="domain",
+        out = [ShapeRule(name=t.whole_domain_shape, template=t.name, scope="domain",
                          gpus_per_job=g * n, label=f"whole {g * n}-GPU NVLink domain")]
         keep = n - t.max_bad_trays
         if t.max_bad_trays > 0 and keep > 0:
@@ -68,7 +68,7 @@ def shapes_for(t: RackTemplate) -> list[ShapeRule]:
                                  gpus_per_job=2 * g, trays_per_job=2,
                                  label=f"{2 * g}-GPU jobs on two trays of one domain"))
         return out
-    out = [ShapeRule(name=f"whole-{t.shape}-nodes", template=t.name, scope="domain",
+    out = [ShapeRule(name=t.whole_domain_shape, template=t.name, scope="domain",
                      gpus_per_job=g, label=f"whole {g}-GPU node (its NVLink domain)")]
     if g >= 2 and g % 2 == 0:
         out.append(ShapeRule(name=f"half-{t.shape}-nodes-{g // 2}gpu", template=t.name,
@@ -160,7 +160,8 @@ def job_shapes(view: StoreView, ledger: Ledger) -> list[dict[str, Any]]:
                 "gpus_per_job": rule.gpus_per_job, "trays_out": rule.trays_out,
                 "jobs": jobs, "certified_gpus": gpus, "basis": cert_basis,
                 "headline": rule.scope == "domain" and rule.trays_out == 0
-                and rule.gpus_per_job == headline_gpus,
+                and (rule.name == templates[tname].whole_domain_shape if headline_gpus is None
+                     else rule.gpus_per_job == headline_gpus),
                 "expected_gpus": float(gpus), "expected_ci95": None,
                 "goodput_basis": "not_run"}
             if found is not None:

@@ -54,7 +54,8 @@ def params_of(shape: JobShape, gpu_hour_price: float | None) -> dict[str, Any]:
 def shape_of(params: dict[str, Any]) -> JobShape:
     js = params.get("job_shape") or {}
     try:
-        return JobShape(name=str(js["name"]), gpus_per_domain=int(js["gpus_per_domain"]),
+        gpus = js["gpus_per_domain"]
+        return JobShape(name=str(js["name"]), gpus_per_domain=None if gpus is None else int(gpus),
                         required_stages=tuple(js["required_stages"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ReportDirError(f"evidence/meta.json: params.job_shape is incomplete ({err})") \

@@ -39,7 +39,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
-from rackscale.store.events import Payload, parse, validated
+from rackscale.store.events import EVENT_KINDS, Payload, UnknownEventKind, parse, validated
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
 
@@ -173,6 +173,22 @@ def _component_filter(q: Any, kind: str | None, scope: str | None) -> Any:
     if scope is not None:
         q = q.where(_under(ComponentRow.id, scope))
     return q
+
+
+def known_kind(kind: str) -> str:
+    """`kind` if an event kind of that name exists, else UnknownEventKind listing the valid
+    ones: a misspelt kind in a query would otherwise match nothing, and an empty answer reads
+    as "no such events"."""
+    EVENT_KINDS[kind]
+    return kind
+
+
+def known_prefix(prefix: str) -> str:
+    """`prefix` if some event kind starts with it (UnknownEventKind otherwise)."""
+    if not any(name.startswith(prefix) for name in EVENT_KINDS.names()):
+        raise UnknownEventKind(f"no event kind starts with {prefix!r}; valid kinds: "
+                               f"{', '.join(EVENT_KINDS.names())}")
+    return prefix
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -414,10 +430,12 @@ class Store:
                kind: str | None = None, kind_prefix: str | None = None,
                after_seq: int | None = None, limit: int | None = None,
                newest_first: bool = False, component_ids: Iterable[str] | None = None,
-               session: Session | None = None, until_seq: int | None = None) -> list[Event]:
+               session: Session | None = None, until_seq: int | None = None,
+               kinds: Iterable[str] | None = None) -> list[Event]:
         """Events in seq order (or newest first) matching every filter given. `session`
         reads inside a caller's transaction (what it wrote so far is visible); `until_seq`
-        reads the log as it stood when event `until_seq` was the newest."""
+        reads the log as it stood when event `until_seq` was the newest. A kind (or prefix)
+        that names no event kind raises UnknownEventKind."""
         q = select(*_EVENT_COLS)
         if component_id is not None:
             q = q.where(EventRow.component_id == component_id)
@@ -426,9 +444,11 @@ class Store:
         if prefix is not None:
             q = q.where(_under(EventRow.component_id, prefix))
         if kind is not None:
-            q = q.where(EventRow.kind == kind)
+            q = q.where(EventRow.kind == known_kind(kind))
+        if kinds is not None:
+            q = q.where(EventRow.kind.in_([known_kind(k) for k in kinds]))
         if kind_prefix is not None:
-            q = q.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
+            q = q.where(EventRow.kind.startswith(known_prefix(kind_prefix), autoescape=True))
         if after_seq is not None:
             q = q.where(EventRow.seq > after_seq)
         q = _until(q, until_seq)
@@ -449,7 +469,8 @@ class Store:
     def latest_events(self, kind: str, *, until_seq: int | None = None) -> list[Event]:
         """The newest event of `kind` of every component (e.g. each one's state), by seq;
         with `until_seq`, the newest up to that event."""
-        latest = (_until(select(func.max(EventRow.seq)).where(EventRow.kind == kind), until_seq)
+        latest = (_until(select(func.max(EventRow.seq)).where(EventRow.kind == known_kind(kind)),
+                         until_seq)
                   .group_by(EventRow.component_id))
         return self._events(select(*_EVENT_COLS).where(EventRow.seq.in_(latest))
                             .order_by(EventRow.seq))
@@ -458,7 +479,7 @@ class Store:
                     until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         """Events of `kind` whose payload has `key` equal to `value` (filtered in the
         database, e.g. one run's findings), by seq, up to event `until_seq` when given."""
-        q = _until(select(*_EVENT_COLS).where(EventRow.kind == kind)
+        q = _until(select(*_EVENT_COLS).where(EventRow.kind == known_kind(kind))
                    .where(EventRow.payload[key].as_string() == str(value)), until_seq)
         q = q.order_by(EventRow.seq).limit(limit)
         return [e for e in self._events(q) if e.payload.get(key) == value]
@@ -470,14 +491,14 @@ class Store:
         q = _until(select(EventRow.kind, func.count()), until_seq)
         q = q.group_by(EventRow.kind).order_by(EventRow.kind)
         if kind_prefix is not None:
-            q = q.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
+            q = q.where(EventRow.kind.startswith(known_prefix(kind_prefix), autoescape=True))
         with self.session() as s:
             return {k: int(n) for k, n in s.execute(q)}
 
     def count_events(self, kind_prefix: str | None = None) -> int:
         q = select(func.count()).select_from(EventRow)
         if kind_prefix is not None:
-            q = q.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
+            q = q.where(EventRow.kind.startswith(known_prefix(kind_prefix), autoescape=True))
         with self.session() as s:
             return int(s.scalar(q) or 0)
 

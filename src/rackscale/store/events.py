@@ -27,6 +27,7 @@ writer adds (context such as `backend`), `Closed` models refuse them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -37,6 +38,29 @@ from rackscale.registry import Registry, UnknownName
 from rackscale.simresult import Goodput, MeanCI, SimRunRecord, SimulatedJob, YoungDaly
 
 VERSION_KEY = "v"
+
+
+class Kind(StrEnum):
+    """Every event kind, by name: code names a kind through this enum (a typo is an
+    AttributeError at import, not a query that silently matches nothing). Each member has its
+    payload model below; `tests/store/test_events.py` holds the two lists equal."""
+
+    FLEET_LOADED = "fleet.loaded"
+    RACK_ADDED = "fleet.rack_added"
+    RACK_REMOVED = "fleet.rack_removed"
+    TWIN_PLANT = "twin.plant"
+    CERTIFY_RUN = "certify.run"
+    CERTIFY_FINDING = "certify.finding"
+    CERTIFY_RESULT = "certify.result"
+    LIFECYCLE_TRANSITION = "lifecycle.transition"
+    LIFECYCLE_INTERLOCK = "lifecycle.interlock"
+    LIFECYCLE_SLURM = "lifecycle.slurm"
+    LIFECYCLE_NOTED = "lifecycle.noted"
+    SIMULATE_RUN = "simulate.run"
+    SIMULATE_SWEEP = "simulate.sweep"
+    SIMULATE_STORAGE_WHATIF = "simulate.storage_whatif"
+    RECOVERY_INCIDENT = RECOVERY_INCIDENT
+    RECOVERY_JOB = "recovery.job"
 
 
 class UnknownEventKind(UnknownName):
@@ -171,6 +195,29 @@ class RackAddedV1(Closed):
 @event_kind("fleet.rack_removed")
 class RackRemovedV1(Closed):
     """A rack left the inventory (component_id: the rack)."""
+
+
+# ---------------------------------------------------------------------------------- twin
+class PlantFault(BaseModel):
+    """One fault of the twin's plant, as the faults file gave it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    target: str
+    kind: str
+    severity: float | None = None
+
+
+@event_kind("twin.plant")
+class TwinPlantV1(Closed):
+    """The digital twin's plant now carries these faults (component_id: the fleet's name).
+    Written whenever a faults file is applied to the twin (`certify run` on the twin, with or
+    without `--faults`; `lifecycle run --faults`), so every room that reads the twin's CDUs,
+    power shelves or GPUs reads the same plant: the newest of these events."""
+
+    faults_file: str | None = None
+    faults: list[PlantFault] = []
+    seed: int = 0
+    simulated: Literal[True] = True
 
 
 # ---------------------------------------------------------------------------------- certify

@@ -1,0 +1,9 @@
+"""The fleet's current truth: conditions per part (type, status, reason, evidence seq, since),
+folded incrementally from the typed event log. The one place that says whether a part may
+serve; the lifecycle's gates and triage, the report, the server and the bundle read it."""
+
+from rackscale.state.conditions import Condition, ConditionType, Status
+from rackscale.state.model import KINDS, FleetState, Gate, LifecycleState
+
+__all__ = ["KINDS", "Condition", "ConditionType", "FleetState", "Gate", "LifecycleState",
+           "Status"]

@@ -1,0 +1,261 @@
+"""The fleet's current truth, read from the event log: conditions per part, lifecycle state
+per rack and tray, the twin's plant.
+
+`FleetState` folds typed events into conditions (`state/conditions.py`) and remembers the
+seq it has read up to, so `refresh` applies only what was appended since. Every room that
+asks "may this part serve" or "what is wrong with this rack" reads one of these; none derives
+it from events on its own.
+
+The rules it owns:
+- **Newest evidence wins.** A part's certification is the newest run that said something
+  about it: its own `certify.result`, else (for a tray) its rack's result of a newer run. A
+  `not_run` result is no evidence and replaces nothing.
+- **One run is one piece of evidence.** A failing finding of run R on a part a tray or rack
+  holds (GPU, NIC, CDU, power shelf, NVLink switch tray, the rack) makes that tray's or rack's
+  certification false; the same run's result of that part cannot turn it back to true (the
+  ladder may call a rack "pass" while a finding of the run sits on its power shelf).
+- **The fabric under a rack.** A failing finding on a leaf or spine marks every rack whose
+  GPUs route through it (`FabricHealthy` false) until a later run passes the rack.
+- **One plant.** The newest `twin.plant` event says which CDUs and power shelves of the twin
+  are faulted; its conditions are simulated and say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from rackscale.fleet import Topology
+from rackscale.state.conditions import Condition, ConditionType, Status
+from rackscale.store import (
+    CertifyFindingV1,
+    CertifyResultV1,
+    Event,
+    Kind,
+    LifecycleTransitionV1,
+    Store,
+    TwinPlantV1,
+)
+
+C = ConditionType
+# The event kinds the state is folded from: a refresh reads only these.
+KINDS = (Kind.CERTIFY_FINDING, Kind.CERTIFY_RESULT, Kind.TWIN_PLANT, Kind.LIFECYCLE_TRANSITION)
+FINDING = "Finding"  # reason of a condition a failing finding set
+RACK_FINDING = "RackPartFailed"  # a tray's result failed for a finding on its rack's part
+PLANT_KINDS = {"coolant_flow_low": C.COOLING, "power_shelf_down": C.POWER}
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleState:
+    """A rack's or tray's lifecycle state as its newest transition event says."""
+
+    state: str
+    seq: int
+    # The finding that moved it there (triage, a cordon on evidence), None for other moves: a
+    # part pulled by evidence returns on evidence, one an operator pulled waits for them.
+    finding_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Whether a part may enter a state that needs passing evidence (certified, production):
+    `evidence_seq` is the event that allows it, else None and `why` says what is missing."""
+
+    evidence_seq: int | None
+    why: str
+
+    @property
+    def open(self) -> bool:
+        return self.evidence_seq is not None
+
+
+class FleetState:
+    """Conditions of every tray and rack of one topology, folded from the event log."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.seq = 0  # the newest event read
+        self._cond: dict[str, dict[ConditionType, Condition]] = {}
+        self.lifecycle: dict[str, LifecycleState] = {}
+        self._plant: Event | None = None
+
+    @classmethod
+    def load(cls, store: Store, topo: Topology, *, until_seq: int | None = None) -> FleetState:
+        state = cls(topo)
+        state.refresh(store, until_seq=until_seq)
+        return state
+
+    def refresh(self, store: Store, *, until_seq: int | None = None,
+                session: Session | None = None) -> int:
+        """Apply the events appended since the last refresh (up to `until_seq`); returns how
+        many were read."""
+        events = store.events(kinds=KINDS, after_seq=self.seq, until_seq=until_seq,
+                              session=session)
+        self.apply_all(events)
+        return len(events)
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.apply(ev)
+
+    def apply(self, ev: Event) -> None:
+        """Fold one event in (events must come in seq order)."""
+        if ev.seq <= self.seq:
+            raise ValueError(f"event {ev.seq} is not newer than the state ({self.seq}): "
+                             "events are applied in seq order, once")
+        self.seq = ev.seq
+        if ev.kind == Kind.CERTIFY_RESULT:
+            self._result(ev, cast(CertifyResultV1, ev.parsed()))
+        elif ev.kind == Kind.CERTIFY_FINDING:
+            self._finding(ev, cast(CertifyFindingV1, ev.parsed()))
+        elif ev.kind == Kind.LIFECYCLE_TRANSITION:
+            moved = cast(LifecycleTransitionV1, ev.parsed())
+            self.lifecycle[ev.component_id] = LifecycleState(moved.to, ev.seq,
+                                                             moved.finding_seq)
+        elif ev.kind == Kind.TWIN_PLANT:
+            self._plant = ev
+
+    # ------------------------------------------------------------------ folding
+    def _set(self, cid: str, cond: Condition) -> None:
+        self._cond.setdefault(cid, {})[cond.type] = cond
+
+    def _result(self, ev: Event, p: CertifyResultV1) -> None:
+        cid = ev.component_id
+        if cid not in self.topo.index:
+            return
+        old = self._cond.get(cid, {}).get(C.CERTIFIED)
+        if p.verdict == "not_run":
+            if old is None:
+                self._set(cid, Condition(
+                    type=C.CERTIFIED, status=Status.UNKNOWN, reason="NotRun", seq=ev.seq,
+                    since=ev.time, run_id=p.run_id,
+                    message=f"certification run {p.run_id} did not test it"))
+            return
+        run = p.run_id
+        if old is not None and old.reason == FINDING and old.run_id is not None \
+                and old.run_id == run:
+            return  # the run's own finding on a part it holds stands
+        passed = p.verdict == "pass"
+        reason = "CertifyPassed" if passed else "CertifyFailed"
+        if not passed and p.findings and not any(self._holds(cid, f) for f in p.findings):
+            reason = RACK_FINDING  # failed for a part of its rack, not of its own
+        self._set(cid, Condition(
+            type=C.CERTIFIED, status=Status.TRUE if passed else Status.FALSE,
+            reason=reason, seq=ev.seq, since=ev.time,
+            run_id=run, message=f"certify.result {p.verdict} in run {run}"
+            + (f" ({', '.join(p.findings)})" if p.findings else "")))
+        fabric = self._cond.get(cid, {}).get(C.FABRIC)
+        if passed and fabric is not None and not fabric.ok and fabric.run_id != run:
+            self._set(cid, Condition(
+                type=C.FABRIC, status=Status.TRUE, reason="CertifyPassed", seq=ev.seq,
+                since=ev.time, run_id=run, message=f"passed run {run} after the fabric finding"))
+
+    def _holds(self, part: str, cid: str) -> bool:
+        """Whether `part` (a tray or rack) holds component `cid`."""
+        return cid == part or cid.startswith(part + "/")
+
+    def _finding(self, ev: Event, p: CertifyFindingV1) -> None:
+        cid = p.component or ev.component_id
+        if p.verdict != "fail" or cid not in self.topo.index:
+            return  # warnings and passes move nothing; triage refuses unknown parts
+        holder = self.topo.holder(cid)
+        message = f"{p.kind} at {cid} (stage {p.stage}, run {p.run_id})"
+        if holder.level in ("tray", "rack"):
+            part = holder.tray if holder.level == "tray" else holder.rack
+            if part is not None:
+                self._set(part, Condition(type=C.CERTIFIED, status=Status.FALSE, reason=FINDING,
+                                          seq=ev.seq, since=ev.time, run_id=p.run_id,
+                                          message=message))
+            return
+        if holder.level == "fabric":
+            racks = np.unique(self.topo.gpu_rack[self.topo.affected_gpus(cid)])
+            for r in racks.tolist():
+                self._set(self.topo.racks[r].id, Condition(
+                    type=C.FABRIC, status=Status.FALSE, reason=FINDING, seq=ev.seq,
+                    since=ev.time, run_id=p.run_id, message=message))
+
+    # ------------------------------------------------------------------ queries
+    def condition(self, cid: str, type_: ConditionType) -> Condition | None:
+        if type_ in PLANT_KINDS.values():
+            return self._plant_condition(cid, type_)
+        return self._cond.get(cid, {}).get(type_)
+
+    def conditions(self, cid: str) -> list[Condition]:
+        """Every condition of `cid`, by type (its certification as `certification` gives it)."""
+        out = []
+        for t in ConditionType:
+            c = self.certification(cid) if t is C.CERTIFIED else self.condition(cid, t)
+            if c is not None:
+                out.append(c)
+        return out
+
+    def certification(self, cid: str) -> Condition | None:
+        """The part's newest certification: for a tray, its own result unless its rack's
+        result comes from a newer run (a run that named the tray decides for it)."""
+        own = self._cond.get(cid, {}).get(C.CERTIFIED)
+        if cid not in self.topo.index:
+            return own
+        rack = self.topo.holder(cid).rack
+        if rack is None or rack == cid:
+            return own
+        of_rack = self._cond.get(rack, {}).get(C.CERTIFIED)
+        if of_rack is None or of_rack.status is Status.UNKNOWN:
+            return own
+        if own is None or (own.run_id != of_rack.run_id and of_rack.seq > own.seq):
+            return of_rack
+        return own
+
+    def gate(self, cid: str, *, floor: int = 0) -> Gate:
+        """May `cid` enter certified or production: its newest certification passed and is
+        newer than event `floor` (its last repair). A fabric finding under a rack does not
+        close it: the leaf is shared, its racks' NVLink domains still run jobs, and the report
+        flags the GPUs it touches (the condition says so)."""
+        cert = self.certification(cid)
+        if cert is None:
+            return Gate(None, "no certification on record")
+        if not cert.ok:
+            return Gate(None, f"newest certification is {cert.status.value.lower()}: "
+                              f"{cert.message} (event {cert.seq})")
+        if cert.seq <= floor:
+            return Gate(None, f"its passing certification (event {cert.seq}) is older than "
+                              f"its last repair or triage (event {floor})")
+        return Gate(cert.seq, cert.message)
+
+    def failing(self, cid: str) -> Condition | None:
+        """The part's newest certification when it failed on evidence of the part itself,
+        else None. A tray whose rack failed (a switch tray, the CDU) is held by its rack's
+        gate, not failed with it: the rack is what goes out of service."""
+        cert = self.certification(cid)
+        own = self._cond.get(cid, {}).get(C.CERTIFIED)
+        if cert is None or cert is not own or cert.status is not Status.FALSE:
+            return None
+        return None if cert.reason == RACK_FINDING else cert
+
+    def state_of(self, cid: str) -> str | None:
+        st = self.lifecycle.get(cid)
+        return None if st is None else st.state
+
+    # ------------------------------------------------------------------ the plant
+    @property
+    def plant(self) -> TwinPlantV1 | None:
+        """The twin's plant as the newest `twin.plant` event gave it (None: never applied)."""
+        return None if self._plant is None else cast(TwinPlantV1, self._plant.parsed())
+
+    def _plant_condition(self, cid: str, type_: ConditionType) -> Condition | None:
+        ev = self._plant
+        if ev is None or cid not in self.topo.index or self.topo.kinds[self.topo.idx(cid)] \
+                != "rack":
+            return None
+        plant = cast(TwinPlantV1, ev.parsed())
+        for f in plant.faults:
+            if PLANT_KINDS.get(f.kind) is type_ and f.target.startswith(cid + "/"):
+                sev = "" if f.severity is None else f" severity {f.severity:g}"
+                return Condition(type=type_, status=Status.FALSE, reason=f.kind, seq=ev.seq,
+                                 since=ev.time, message=f"{f.kind}{sev} at {f.target} in the "
+                                 "digital twin's plant (simulated)")
+        return Condition(type=type_, status=Status.TRUE, reason="PlantNominal", seq=ev.seq,
+                         since=ev.time, message="nominal in the digital twin's plant (simulated)")
