@@ -232,7 +232,7 @@ def test_hgx_fleet_domains_are_nodes(tmp_path) -> None:
              "stage": 3, "evidence": {}, "confidence": 0.9}])
         view = collect(store)
         # whole NVL72 domains cannot come from 8-GPU nodes
-        whole = build_ledger(view)
+        whole = build_ledger(view, JobShape(name="whole-nvl72-domains", gpus_per_domain=72))
         assert whole.step("certified").count == 0
         assert set(whole.step("certified").lost) == {"shape_too_small"}
         node = build_ledger(view, JobShape(name="hgx-nodes", gpus_per_domain=8,

@@ -99,8 +99,11 @@ def counts(ledger) -> list[float]:
 
 def test_job_shape_defaults_and_validation():
     shape = JobShape()
+    # by default each rack's own whole domain, named by the fleet's pools once resolved
     assert (shape.name, shape.gpus_per_domain, shape.required_stages) == (
-        "whole-nvl72-domains", 72, ("domain",))
+        "whole-domains", None, ("domain",))
+    assert shape.domain_gpus(72) == 72 and shape.domain_gpus(8) == 8
+    assert JobShape(name="n", gpus_per_domain=64).domain_gpus(72) == 64
     assert JobShape(gpus_per_domain=1).gpus_per_domain == 1
     for bad in (0, -8):
         with pytest.raises(JobShapeError, match=rf"job shape x: gpus_per_domain must be > 0, "

@@ -70,7 +70,10 @@ def test_a_mixed_fleet_recomputes_for_two_job_shapes(tmp_path: Path) -> None:
         b = make_bundle(tmp_path, mixed_fleet(), name=f"r{n}", faults=MIXED_FAULTS,
                         shape=shape)
         doc = check_equal(b)
-        assert doc["job_shape"]["gpus_per_domain"] == (72 if shape is None else 8)
+        # the default: each rack by its own whole domain (72 on NVL72, 8 on an HGX node)
+        assert doc["job_shape"]["gpus_per_domain"] == (None if shape is None else 8)
+        if shape is None:
+            assert doc["job_shape"]["name"] == "whole-hgx-nodes + whole-nvl72-domains"
         assert doc["fleet"]["per_rack_template"].keys() >= {"gb200-nvl72", "hgx-h100"}
 
 

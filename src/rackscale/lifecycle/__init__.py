@@ -48,6 +48,7 @@ from rackscale.lifecycle.slurm import (
 from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
     RACK_TRANSITIONS,
+    SERVING_RACK_STATES,
     TRAY_TRANSITIONS,
     IllegalTransition,
     RackState,
@@ -60,7 +61,7 @@ from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_pas
 
 __all__ = [
     "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "REASON_PREFIX", "SLURM",
-    "TRANSITION", "TRAY_MACHINE",
+    "SERVING_RACK_STATES", "TRANSITION", "TRAY_MACHINE",
     "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
     "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
     "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",

@@ -37,7 +37,8 @@ def report_document(store: Store, *, shape: JobShape | None = None,
     when that event was the newest (report/asof.py names such points)."""
     t0 = time.perf_counter()
     view = collect(store, fleet=fleet, until_seq=until_seq)
-    doc, ledger = document_of(view, params_of(shape or JobShape(), gpu_hour_price),
+    params = params_of((shape or JobShape()).resolved(view.topo), gpu_hour_price)
+    doc, ledger = document_of(view, params,
                               recovery=_recovery_events(_extra_events(store, until_seq)))
     doc["build_s"] = round(time.perf_counter() - t0, 3)
     return doc, ledger
@@ -61,7 +62,7 @@ def build_report(store: Store, out_dir: str | Path, *, shape: JobShape | None = 
     restore), added to the evidence bundle one file each."""
     t0 = time.perf_counter()
     view = collect(store, fleet=fleet)
-    params = params_of(shape or JobShape(), gpu_hour_price)
+    params = params_of((shape or JobShape()).resolved(view.topo), gpu_hour_price)
     extra_events = _extra_events(store)
     doc, ledger = document_of(view, params, recovery=_recovery_events(extra_events))
     out = Path(out_dir)

@@ -5,16 +5,18 @@ latest `to` of a component is its state, docs/contracts.md), so the state names 
 checked against what the events say: a state this table does not know is reported, never
 silently counted.
 
-A GPU is powered and cooled when its rack is in a rack state marked `powered` below and its
-tray (or HGX node) is in a tray state marked `powered` (or has no tray state at all: a rack
-that is powered powers its trays). These match the lifecycle room's own tables
-(`POWERED_RACK_STATES`; tray docs: onboard is "not yet powered"); maintenance racks are
-powered off for repair. Trays in triage are powered but drained: the healthy step drops them.
+A GPU counts when its rack serves jobs (the lifecycle room's `SERVING_RACK_STATES`:
+production, degraded; a rack in bring-up, draining or out for repair takes no job, however
+powered it is) and its tray (or HGX node) is in a tray state marked `powered` (or has no tray
+state at all: a serving rack powers its trays). Trays in triage are powered but drained: the
+healthy step drops them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from rackscale.lifecycle import SERVING_RACK_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,22 +25,25 @@ class StateRule:
     meaning: str
 
 
-RACK_STATES: dict[str, StateRule] = {
-    "received": StateRule(False, "on the floor, not cabled"),
-    "cabled": StateRule(False, "cabled, coolant not yet proven"),
-    "cooling_verified": StateRule(False, "coolant flow proven, power still off"),
-    "powered": StateRule(True, "powered on after the coolant interlock"),
-    "firmware": StateRule(True, "firmware and switch OS being flashed"),
-    "burn_in": StateRule(True, "burn-in running"),
-    "certified": StateRule(True, "certification ladder passed"),
-    "production": StateRule(True, "serving jobs"),
-    "degraded": StateRule(True, "serving jobs with parts out"),
-    "draining": StateRule(True, "finishing jobs before maintenance"),
-    "maintenance": StateRule(False, "out of service for maintenance"),
-    "isolated": StateRule(False, "isolated by an interlock (leak, power, thermal)"),
-    "rma": StateRule(False, "returned to the vendor"),
-    "retired": StateRule(False, "decommissioned"),
+_RACK_MEANING = {
+    "received": "on the floor, not cabled",
+    "cabled": "cabled, coolant not yet proven",
+    "cooling_verified": "coolant flow proven, power still off",
+    "powered": "powered on after the coolant interlock, not serving yet",
+    "firmware": "firmware and switch OS being flashed",
+    "burn_in": "burn-in running, waiting for certification",
+    "certified": "certification passed, not serving yet",
+    "production": "serving jobs",
+    "degraded": "serving jobs with parts out",
+    "draining": "cordoned: finishing jobs, taking no new ones",
+    "maintenance": "out of service for maintenance",
+    "isolated": "isolated by an interlock (leak, power, thermal)",
+    "rma": "returned to the vendor",
+    "retired": "decommissioned",
 }
+RACK_STATES: dict[str, StateRule] = {
+    state: StateRule(state in {s.value for s in SERVING_RACK_STATES}, meaning)
+    for state, meaning in _RACK_MEANING.items()}
 
 TRAY_STATES: dict[str, StateRule] = {
     "onboard": StateRule(False, "known to the inventory, not yet powered"),

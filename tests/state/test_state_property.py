@@ -1,0 +1,163 @@
+"""Property: over any history of passing and failing certifications, repairs, operator drains
+and reloads on a random mixed fleet, every view agrees on every rack and no rack or tray whose
+newest certification failed serves once the lifecycle has run."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from rackscale.certify import LadderConfig
+from rackscale.cli.certify import _save, run_ladder
+from rackscale.faults import Fault, faults_from
+from rackscale.fleet import FleetSpec, Topology
+from rackscale.lifecycle import (
+    Controller,
+    SimCoolingDriver,
+    SimPlant,
+    SimPowerDriver,
+    apply_findings,
+    promote_passing,
+    set_goal,
+    transition,
+)
+from rackscale.lifecycle.repository import LifecycleRow
+from rackscale.report import build_ledger, collect
+from rackscale.server import ServerConfig, create_app
+from rackscale.state import FleetState
+from rackscale.store import Store, load_topology
+
+TEMPLATES = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "hgx-h100", "hgx-h200", "hgx-b200"]
+SERVING = {"production", "degraded"}
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> FleetSpec:
+    groups = draw(st.lists(st.sampled_from(TEMPLATES), min_size=1, max_size=3, unique=True))
+    return FleetSpec.model_validate({"name": "prop", "regions": [
+        {"name": "r", "racks": [{"template": t, "count": draw(st.integers(1, 2))}
+                               for t in groups]}]})
+
+
+def _fault_pool(topo: Topology) -> list[Fault]:
+    """Faults of every lifecycle level: inside a tray, on a rack's part, on the fabric."""
+    out = []
+    for rack in topo.racks:
+        tray = f"{rack.id}/{rack.template.tray_prefix()}02"
+        out += [Fault(target=f"{tray}/gpu1", kind="gpu_dead"),
+                Fault(target=f"{rack.id}/ps1", kind="power_shelf_down")]
+    out.append(Fault(target=topo.leaves[0], kind="leaf_degraded", severity=0.5))
+    return out
+
+
+OPS = st.lists(st.one_of(
+    st.just(("certify", ())), st.tuples(st.just("certify"), st.lists(st.integers(0, 40),
+                                                                     max_size=3)),
+    st.just(("lifecycle", ())), st.tuples(st.just("drain"), st.integers(0, 40)),
+    st.just(("reload", ()))), min_size=2, max_size=7)
+
+
+class World:
+    def __init__(self, spec: FleetSpec, tmp: Path) -> None:
+        self.topo = Topology.build(spec)
+        self.store = Store(f"sqlite:///{tmp / 'p.db'}")
+        load_topology(self.store, self.topo)
+        self.plant = SimPlant.for_topology(self.topo)
+        self.ctl = Controller(self.store, self.topo, SimPowerDriver(self.plant),
+                              SimCoolingDriver(self.plant))
+        self.ctl.enroll()
+        set_goal(self.store, list(self.ctl.targets), "production")
+        self.state = FleetState(self.topo)
+        self.pool = _fault_pool(self.topo)
+        self.seed = 0
+
+    def certify(self, picks: tuple[int, ...] | list[int]) -> None:
+        chosen = {self.pool[i % len(self.pool)] for i in picks}
+        ff = faults_from(sorted(chosen, key=lambda f: f.target), self.topo) if chosen else None
+        self.seed += 1
+        run = run_ladder(self.topo, ff, twin_seed=self.seed, config=LadderConfig(),
+                         faults_file=None, show_progress=False)
+        _save(self.store, run, Path(self.store.url.removeprefix("sqlite:///")).parent
+              / "findings.jsonl")
+
+    def lifecycle(self) -> None:
+        for _ in range(30):  # the CLI's `lifecycle run --until-idle`: triage, then passes
+            tri = apply_findings(self.store, self.topo, state=self.ctl.state)
+            promote_passing(self.store, self.topo, report=tri, state=self.ctl.state)
+            rep = self.ctl.reconcile()
+            if not rep.changed and not tri.promoted and not tri.trays_triaged \
+                    and not tri.racks_rack_level:
+                return
+
+    def drain(self, i: int) -> None:
+        rack = self.topo.racks[i % len(self.topo.racks)].id
+        with self.store.session() as s:
+            row = s.get(LifecycleRow, rack)
+            serving = row is not None and row.state in SERVING
+        if serving:
+            transition(self.store, rack, "draining", actor="operator", reason="maintenance")
+
+    def states(self) -> dict[str, str]:
+        with self.store.session() as s:
+            return {r.component_id: r.state for r in s.query(LifecycleRow)}
+
+
+def _check(w: World, lifecycle_ran: bool) -> None:
+    w.state.refresh(w.store)
+    fresh = FleetState.load(w.store, w.topo)
+    states = w.states()
+    parts = list(states)
+    # the state read incrementally is the state read from scratch
+    assert [w.state.conditions(p) for p in parts] == [fresh.conditions(p) for p in parts]
+    assert {p: fresh.state_of(p) for p in parts} == states
+    if lifecycle_ran:
+        for p, s in states.items():
+            rack = w.topo.holder(p).rack or p
+            if s in SERVING and states[rack] in SERVING:  # a tray serves inside a serving rack
+                cert = fresh.certification(p)
+                assert cert is not None and cert.ok, (p, s, cert)
+    ledger = build_ledger(collect(w.store))
+    client = TestClient(create_app(ServerConfig(db=w.store.url), w.store))
+    api = {r["id"]: (r["state"], r["usable_gpus"])
+           for r in client.get("/api/v1/racks?limit=500").json()["items"]}
+    metrics = {s.labels["rack"]: s.value
+               for fam in text_string_to_metric_families(client.get("/metrics").text)
+               for s in fam.samples if s.name == "rackscale_rack_usable_gpus"}
+    rows = {r["id"]: (r["state"], r["usable_gpus"]) for r in ledger.racks}
+    assert api == rows
+    assert metrics == {k: float(v) for k, (_, v) in rows.items()}
+    for rack in w.topo.racks:
+        # the lifecycle's state is the one the report and the server show
+        assert rows[rack.id][0] == states[rack.id]
+        # a rack that is not serving has no usable GPUs, in every view
+        if states[rack.id] not in SERVING:
+            assert rows[rack.id][1] == 0, (rack.id, states[rack.id])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(spec=fleets(), ops=OPS)
+def test_every_view_agrees_and_no_failed_part_serves(spec: FleetSpec, ops: list) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        w = World(spec, Path(tmp))
+        ran = False
+        for op, arg in ops:
+            if op == "certify":
+                w.certify(arg)
+                ran = False
+            elif op == "lifecycle":
+                w.lifecycle()
+                ran = True
+            elif op == "drain":
+                w.drain(arg)
+            else:  # a restarted controller: a new state read from the log
+                w.ctl.state = FleetState(w.topo)
+            _check(w, ran)
+        w.lifecycle()
+        _check(w, True)
+        w.store.close()
