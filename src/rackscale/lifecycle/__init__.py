@@ -60,8 +60,8 @@ from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
 from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
 
 __all__ = [
-    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "REASON_PREFIX", "SLURM",
-    "SERVING_RACK_STATES", "TRANSITION", "TRAY_MACHINE",
+    "INTERLOCK", "NOTED", "RACK_MACHINE", "RACK_TRANSITIONS", "REASON_PREFIX",
+    "SERVING_RACK_STATES", "SLURM", "TRANSITION", "TRAY_MACHINE",
     "TRAY_TRANSITIONS", "CduReading", "CduTelemetry", "Controller", "CoolantTier", "CoolingDriver",
     "DriverError", "EvidenceMissing", "FaultPolicy", "IllegalTransition", "InterlockRefused",
     "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",
