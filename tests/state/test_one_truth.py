@@ -77,6 +77,16 @@ def test_a_newer_failed_certification_supersedes_the_older_pass(fleet: tuple[str
     assert st["eu-north/r02"] == st["eu-north/h100-a"] == st["us-east/r02"] == "production"
     hist = ok(["lifecycle", "history", "eu-north/r01", "--json", "--db", db])
     assert "certified" not in {e["payload"]["to"] for e in yaml.safe_load(hist)}
+    # the API and /metrics show the same condition the gate read
+    client = TestClient(create_app(ServerConfig(db=db), Store(db)))
+    conds = {c["type"]: c for c in client.get("/api/v1/racks/eu-north/r01").json()["conditions"]}
+    assert conds["Certified"]["status"] == "False"
+    assert "power_shelf_down at eu-north/r01/ps2" in conds["Certified"]["message"]
+    samples = {(s.labels["rack"], s.labels["type"]): s.value
+               for fam in text_string_to_metric_families(client.get("/metrics").text)
+               for s in fam.samples if s.name == "rackscale_rack_condition"}
+    assert samples[("eu-north/r01", "Certified")] == 0.0
+    assert samples[("eu-north/r02", "Certified")] == 1.0
 
 
 def test_without_an_earlier_pass_failing_racks_do_not_wait_forever(

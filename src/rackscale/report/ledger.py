@@ -365,11 +365,12 @@ class _LedgerBuild:
                                                            Reason.SHAPE_REMAINDER)
             self.domain_certified.append(True)
         prev = self.steps[-1]
-        per_domain = shape.gpus_per_domain or "each rack's own"
+        per_domain = ("each rack's own whole domain" if shape.gpus_per_domain is None
+                      else f"{shape.gpus_per_domain} GPUs per domain")
         self.record("certified", f"certified for {shape.name}",
                     Reason.CERTIFY_NOT_RUN if run is None else Reason.CERTIFY_RESULTS,
                     prev.basis,
-                    f"job shape {shape.name} ({per_domain} GPUs per domain, stages "
+                    f"job shape {shape.name} ({per_domain}, stages "
                     f"{', '.join(shape.required_stages) or 'none'}); certify.result per domain",
                     lost, provenance=prev.provenance,
                     note="certification not run" if run is None else "")

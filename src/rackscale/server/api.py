@@ -192,7 +192,9 @@ def rack(request: Request, rack_id: str = Path(..., max_length=200),
     hist = history(store, rack_id) if row["state"] is not None else []
     findings = [f for f in snap.ledger.findings
                 if f["component"] == rack_id or f["component"].startswith(rack_id + "/")]
-    return _rack_brief(row) | {"trays": row["trays"], "findings_detail": findings,
+    trays = [dict(t, conditions=snap.conditions.get(t["id"], [])) for t in row["trays"]]
+    return _rack_brief(row) | {"trays": trays, "findings_detail": findings,
+                               "conditions": snap.conditions.get(rack_id, []),
                                "history": hist[-200:]}
 
 

@@ -51,6 +51,16 @@ class FleetCollector:
         for r in snap.racks:
             rack_usable.add_metric([r["id"], r["region"]], r["usable_gpus"])
         yield rack_usable
+        cond = GaugeMetricFamily(
+            "rackscale_rack_condition", "Each rack's conditions in the fleet state: 1 true, "
+            "0 false (unknown ones are left out). Certified false on a serving rack means its "
+            "newest certification failed while it serves", labels=["rack", "region", "type"])
+        for r in snap.racks:
+            for c in snap.conditions.get(r["id"], []):
+                if c["status"] != "Unknown":
+                    cond.add_metric([r["id"], r["region"], c["type"]],
+                                    1.0 if c["status"] == "True" else 0.0)
+        yield cond
         findings = GaugeMetricFamily("rackscale_findings",
                                      "Findings of the latest certification run by fault kind",
                                      labels=["kind"])

@@ -28,9 +28,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackscale.fleet import Topology
 from rackscale.report import Ledger
 from rackscale.server.build import BuildError, Parts, build_in_child, build_parts
-from rackscale.store import Store
+from rackscale.state import FleetState, Status
+from rackscale.store import Store, loaded_spec
 
 log = logging.getLogger("rackscale.server")
 # A build that took longer than this runs in a child process the next time (starting one costs
@@ -67,6 +69,9 @@ class Snapshot:
     # Raw "path?query" of a GET a route answered 200 from `bodies` -> that body (app.HotReads)
     answered: dict[str, bytes] = field(default_factory=dict)
     built_pid: int = 0  # the process that built it (a child's for a big fleet)
+    # The fleet state's conditions at `seq` (rackscale.state): per rack its own, per tray or
+    # node only those that are not true (a fleet's trays are tens of thousands).
+    conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, parts: Parts) -> Snapshot:
@@ -160,6 +165,7 @@ class SnapshotCache:
         self._kick = threading.Event()  # a reader asks the worker for a check
         self._worker: threading.Thread | None = None
         self._flag = threading.Lock()  # guards _worker; never held across a build
+        self._state: FleetState | None = None  # read on incrementally, under _lock
 
     def newest_seq(self) -> int:
         newest = self.store.events(newest_first=True, limit=1)
@@ -196,9 +202,30 @@ class SnapshotCache:
                             "it in the server instead", err)
         with _quiet_build():
             snap = Snapshot.of(parts if parts is not None else build_parts(self.store, seq))
+            snap.conditions = self._conditions(snap)
             if self._warm is not None:
                 self._warm(snap)
         return snap
+
+    def _conditions(self, snap: Snapshot) -> dict[str, list[dict[str, Any]]]:
+        """The fleet state at the snapshot's seq, read on from the last one (a few events,
+        not the whole log, per new snapshot)."""
+        state = self._state
+        if state is None or state.topo.spec.name != snap.fleet or state.seq > snap.seq:
+            spec = loaded_spec(self.store)
+            if spec is None or spec.name != snap.fleet:
+                return {}
+            state = self._state = FleetState(Topology.build(spec))
+        state.refresh(self.store, until_seq=snap.seq)
+        out: dict[str, list[dict[str, Any]]] = {}
+        topo = state.topo
+        for rack in topo.racks:
+            out[rack.id] = [c.as_dict() for c in state.conditions(rack.id)]
+        for cid in state.parts_with_conditions():
+            if cid not in out and any(c.status is not Status.TRUE
+                                      for c in state.conditions(cid)):
+                out[cid] = [c.as_dict() for c in state.conditions(cid)]
+        return out
 
     def _in_memory(self) -> bool:
         """An in-memory SQLite store cannot be opened by another process."""

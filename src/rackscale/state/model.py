@@ -93,10 +93,16 @@ class FleetState:
                 session: Session | None = None) -> int:
         """Apply the events appended since the last refresh (up to `until_seq`); returns how
         many were read."""
-        events = store.events(kinds=KINDS, after_seq=self.seq, until_seq=until_seq,
-                              session=session)
-        self.apply_all(events)
-        return len(events)
+        # A first read filters by kind; a read on from a cursor asks only for the seq range
+        # (the primary key) and filters here: with a kind filter SQLite walks the kind index
+        # over every certify event of the log to find the few new ones (7.6 ms at 128k GPUs).
+        events = store.events(kinds=KINDS if self.seq == 0 else None, after_seq=self.seq,
+                              until_seq=until_seq, session=session)
+        mine = [ev for ev in events if ev.kind in KINDS]
+        self.apply_all(mine)
+        if events:
+            self.seq = max(self.seq, events[-1].seq)
+        return len(mine)
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for ev in events:
@@ -234,6 +240,10 @@ class FleetState:
         if cert is None or cert is not own or cert.status is not Status.FALSE:
             return None
         return None if cert.reason == RACK_FINDING else cert
+
+    def parts_with_conditions(self) -> list[str]:
+        """Every part some certification or fabric evidence was folded in for."""
+        return sorted(self._cond)
 
     def state_of(self, cid: str) -> str | None:
         st = self.lifecycle.get(cid)
