@@ -22,7 +22,7 @@ from rackscale.certify import (
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
-from rackscale.fleet import Topology
+from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
 from rackscale.recovery.localize import Localizer, on_runner
 from rackscale.recovery.record import Recorder
@@ -61,9 +61,7 @@ class JobRunner:
 def _lab_probe(site: Site) -> Runner:
     from rackscale.certify import LocalRunner
 
-    topo = site.topo
-    domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
-    return LocalRunner(site.placement, domain_of)
+    return LocalRunner(site.placement, site.topo.domain_of_gpus())
 
 
 def _slurm() -> Launcher:
@@ -86,9 +84,19 @@ RUNNERS.add("lab", JobRunner(launcher=LocalLauncher, site="--lab", probe=_lab_pr
 RUNNERS.add("slurm", JobRunner(launcher=_slurm, slots=_slurm_slots))
 
 
-def job_slots(n: int, region: str = "local", rack: str = "r01") -> list[str]:
-    """GPU component ids for a job on this host: four GPUs per compute tray, c01 on."""
-    return [f"{region}/{rack}/c{i // 4 + 1:02d}/gpu{i % 4}" for i in range(n)]
+# The rack a job on this host (no fleet loaded) is numbered as: its slots get the ids this
+# template's racks have (local/r01/c01/gpu0 ...), laid out by Topology as any fleet's are.
+LOCAL_TEMPLATE = "gb200-nvl72"
+
+
+def job_slots(n: int, region: str = "local", template: str = LOCAL_TEMPLATE) -> list[str]:
+    """GPU component ids for a job on this host: the first `n` GPUs of a fleet of `template`
+    racks in `region`, so the trays hold as many GPUs as that template's do."""
+    t = TEMPLATES[template]
+    racks = -(-n // (t.trays * t.gpus_per_tray))
+    spec = FleetSpec(name=f"{region}-host", regions=[RegionSpec(name=region, racks=[
+        RackGroup(template=template, count=racks)])])
+    return Topology.build(spec).gpu_ids[:n]
 
 
 def job_tiers(job_dir: Path) -> TiersConfig:
