@@ -25,10 +25,10 @@ from rackscale.errors import UserError
 from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
 from rackscale.recovery.localize import Localizer, on_runner
-from rackscale.recovery.record import Recorder
+from rackscale.recovery.record import Recorder, not_in_fleet
 from rackscale.recovery.supervisor import JobSetup
 from rackscale.registry import Registry, UnknownName
-from rackscale.store import Store
+from rackscale.store import Store, loaded_spec
 
 
 class UnknownRunner(UnknownName):
@@ -109,12 +109,23 @@ def job_tiers(job_dir: Path) -> TiersConfig:
                        retention=Retention(keep_local=2, keep_region=4, archive_every=0))
 
 
+def _local_slots(slots: int, fleet: Topology | None) -> list[str]:
+    """This host's slots: the first GPUs of the store's fleet when one is loaded (so what the
+    job finds is recorded on that fleet's parts), else ids of a rack of LOCAL_TEMPLATE."""
+    if fleet is None:
+        return job_slots(slots)
+    if len(fleet.gpu_ids) < slots:
+        raise UserError(f"fleet {fleet.spec.name} in the store has {len(fleet.gpu_ids)} GPUs; "
+                        f"--gpus + --spares need {slots}. Fix: fewer ranks or spares")
+    return fleet.gpu_ids[:slots]
+
+
 def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int,
-               launcher: Launcher) -> Placement:
+               launcher: Launcher, fleet: Topology | None) -> Placement:
     if spec.slots is not None:
         return spec.slots(launcher, slots)
     if spec.site is None:
-        return loopback_placement(job_slots(slots))
+        return loopback_placement(_local_slots(slots, fleet))
     if site is None:
         raise UserError(f"--runner {runner} places ranks on the GPUs {spec.site} describes; "
                         f"give {spec.site} DIR of a lab that is up (`rackscale lab up`)")
@@ -130,7 +141,16 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                 db: str | None, site: Site | None = None) -> JobSetup:
     spec = RUNNERS[runner]
     launcher = spec.launcher()
-    placement = _placement(runner, spec, site, slots, launcher)
+    store = Store(db) if db else None
+    loaded = loaded_spec(store) if store is not None else None
+    fleet = Topology.build(loaded) if loaded is not None else None
+    placement = _placement(runner, spec, site, slots, launcher, fleet)
+    if fleet is not None and store is not None:
+        # Refused before any rank starts: a finding on a slot outside the fleet is one
+        # lifecycle can only note, never act on.
+        for gpu in placement.ranks:
+            if gpu not in fleet.index:
+                raise not_in_fleet(gpu, fleet, store.safe_url)
     job_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         tiers, tiers_file = load_config(config), config.resolve()
@@ -138,7 +158,6 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         tiers, tiers_file = job_tiers(job_dir), job_dir / "tiers.json"
         write_atomic(tiers_file, tiers.model_dump_json(indent=2))
         os.chmod(tiers_file, 0o600)
-    store = Store(db) if db else None
     localizer = None
     if spec.probe is not None and site is not None:
         probe, where = spec.probe, site
@@ -146,4 +165,5 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                               spec.thresholds)
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
                     launcher=launcher, placement=placement,
-                    recorder=Recorder(job_dir, store), localizer=localizer)
+                    recorder=Recorder(job_dir, store, fleet=fleet),
+                    localizer=localizer)
