@@ -96,3 +96,20 @@ def test_job_run_with_db_places_its_slots_on_the_loaded_fleet(tmp_path: Path, db
     state = json.loads((job / "state.json").read_text())
     assert state["assignment"] == ["east/r01/c01/gpu0", "east/r01/c01/gpu1"]
     assert state["spares"] == ["east/r01/c01/gpu2"]
+
+
+def test_a_job_started_on_this_hosts_ids_is_not_resumed_on_the_fleets(tmp_path: Path,
+                                                                      db: str) -> None:
+    """Its state names local/... slots; with the fleet in --db they are not in the
+    placement, and resuming says so instead of failing on a missing slot mid-launch."""
+    from rackscale.errors import UserError
+    from rackscale.recovery import Supervisor, make_job_config
+
+    job = tmp_path / "job"
+    cfg = make_job_config(command=["true"], gpus=2, spares=1, ckpt_every=5, max_restarts=1,
+                          warm=False, detect={})
+    Supervisor(cfg, build_setup(runner="local", job_dir=job, slots=3, config=None,
+                                db=None)).state.save(job)
+    with pytest.raises(UserError, match="runs on GPU slot local/r01/c01/gpu0, which processes "
+                       "on this host"):
+        Supervisor(cfg, build_setup(runner="local", job_dir=job, slots=3, config=None, db=db))
