@@ -40,3 +40,15 @@ class Provenance(StrEnum):
     def of_basis(cls, basis: object) -> Provenance:
         """The provenance of a figure whose basis is `measured` (else: simulated, the twin)."""
         return cls.REAL if basis == MEASURED else cls.TWIN
+
+
+# The words a person reads for each basis of a figure (a ledger step's `basis`): one copy for
+# the HTML report, `rackscale report show` and the server's dashboard, so they never differ.
+BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
+              "simulated": "simulated (twin)", "recorded": "recorded events",
+              "not_run": "not run"}
+
+
+def basis_text(basis: object) -> str:
+    """The words for a basis; an unknown one is shown as it is stored."""
+    return BASIS_TEXT.get(str(basis), str(basis))

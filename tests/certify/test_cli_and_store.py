@@ -167,3 +167,17 @@ def test_sdc_evidence_counts_against_the_repeats_actually_run() -> None:
     assert (f.component, f.kind) == (gpu, "sdc")
     assert f.evidence["repeats"] == 4
     assert _evidence_text(f.evidence) == "wrong GEMM result in 4/4 repeats"
+
+
+def test_the_demo_faults_on_another_fleet_are_refused_without_the_install_path() -> None:
+    """The one start policy (certify room) names the demo faults, never the package's path:
+    the server shows this message to API clients."""
+    from rackscale.certify import DEMO_FAULTS, DemoFaultsMismatch, twin_faults
+    from rackscale.fleet import synthetic_fleet
+
+    topo = Topology.build(synthetic_fleet(2, regions=1))
+    with pytest.raises(DemoFaultsMismatch) as err:
+        twin_faults(topo, DEMO_FAULTS)
+    assert "demo faults do not fit fleet synthetic-2" in str(err.value)
+    assert demo_faults_path() not in str(err.value)
+    assert twin_faults(topo, None) == (None, None)

@@ -139,3 +139,17 @@ def test_run_moves_new_certify_findings_into_triage(env: tuple[str, str]) -> Non
     res = runner.invoke(app, ["lifecycle", "run", "--once", "--db", db, "--plant", plant])
     assert res.exit_code == 0 and "certify findings" not in res.output
     assert store.count_events() == n
+
+
+def test_the_one_drain_rule_takes_a_tray_to_triage_and_records_why(env: tuple[str, str]) -> None:
+    """`lifecycle drain` and the server's drain both call lifecycle.drain: a tray goes to
+    triage (a rack to draining), with the actor and the reason (trimmed) in its history."""
+    from rackscale.lifecycle import UnknownLifecycleComponent, drain, history
+
+    store = Store(env[0])
+    t = drain(store, "us-west/r01/c03", actor="server", reason="  xid 48 ")
+    assert (t.src, t.dst) == ("onboard", "triage")
+    last = history(store, "us-west/r01/c03")[-1]
+    assert last["actor"] == "server" and last["reason"] == "xid 48"
+    with pytest.raises(UnknownLifecycleComponent):
+        drain(store, "nowhere/r01", actor="server", reason="x")

@@ -78,3 +78,29 @@ def test_certify_start_refused_without_a_token_configured(demo_db: Path, tmp_pat
     r = client.post("/api/v1/certify/runs", json={}, headers=AUTH)
     assert r.status_code == 403
     assert client.get("/api/v1/certify/runs").json()["total"] == 1  # the demo's own run only
+
+
+def test_an_empty_body_is_a_clean_run_and_seed_is_the_clis_name(demo_db: Path,
+                                                                 tmp_path: Path) -> None:
+    """`{}` runs without faults (as `certify run` without --faults), so it fits any fleet and
+    names no file of the server's; `seed` is the CLI's --seed, `twin_seed` its old name."""
+    store = Store(f"sqlite:///{copy_db(demo_db, tmp_path / 'e.db')}")
+    client = TestClient(create_app(ServerConfig(db=store.url, token=TOKEN), store))
+    both = client.post("/api/v1/certify/runs", json={"seed": 3, "twin_seed": 4}, headers=AUTH)
+    assert both.status_code == 422 and "give the seed once" in both.json()["error"]["message"]
+    started = client.post("/api/v1/certify/runs", json={}, headers=AUTH)
+    assert started.status_code == 202, started.text
+    done = _wait(client, started.headers["location"])
+    assert done["state"] == "succeeded", done
+    assert done["request"]["faults"] == "none" and done["request"]["seed"] == 7
+    newest = client.get("/api/v1/certify/runs").json()["items"][0]["payload"]
+    assert newest["run_id"] == done["run_id"] and newest["faults_file"] is None
+    assert newest["stages"] == [1, 2, 3, 4] and newest["seed"] == 7
+    quick = {"stages": [1], "repeats": 1}
+    for body, seed in ((quick | {"seed": 5}, 5), (quick | {"twin_seed": 6}, 6)):
+        r = client.post("/api/v1/certify/runs", json=body, headers=AUTH)
+        assert r.status_code == 202, r.text
+        done = _wait(client, r.headers["location"])
+        assert done["state"] == "succeeded", done
+        assert done["request"]["seed"] == done["request"]["twin_seed"] == seed
+        assert client.get("/api/v1/certify/runs").json()["items"][0]["payload"]["seed"] == seed

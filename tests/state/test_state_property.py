@@ -7,14 +7,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import yaml
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from rackscale.certify import LadderConfig
-from rackscale.cli.certify import _save, run_ladder
-from rackscale.faults import Fault, faults_from
+from rackscale.certify import TwinRunRequest, record_run, run_on_twin
+from rackscale.faults import Fault
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
     Controller,
@@ -65,6 +65,7 @@ OPS = st.lists(st.one_of(
 class World:
     def __init__(self, spec: FleetSpec, tmp: Path) -> None:
         self.topo = Topology.build(spec)
+        self.tmp = tmp
         self.store = Store(f"sqlite:///{tmp / 'p.db'}")
         load_topology(self.store, self.topo)
         self.plant = SimPlant.for_topology(self.topo)
@@ -77,13 +78,16 @@ class World:
         self.seed = 0
 
     def certify(self, picks: tuple[int, ...] | list[int]) -> None:
-        chosen = {self.pool[i % len(self.pool)] for i in picks}
-        ff = faults_from(sorted(chosen, key=lambda f: f.target), self.topo) if chosen else None
+        chosen = sorted({self.pool[i % len(self.pool)] for i in picks}, key=lambda f: f.target)
         self.seed += 1
-        run = run_ladder(self.topo, ff, twin_seed=self.seed, config=LadderConfig(),
-                         faults_file=None, show_progress=False)
-        _save(self.store, run, Path(self.store.url.removeprefix("sqlite:///")).parent
-              / "findings.jsonl")
+        path = None
+        if chosen:
+            path = self.tmp / f"faults-{self.seed}.yaml"
+            path.write_text(yaml.safe_dump({"version": 1, "faults": [
+                f.model_dump(exclude_none=True) for f in chosen]}))
+        run = run_on_twin(self.topo, TwinRunRequest(seed=self.seed,
+                                                    faults=None if path is None else str(path)))
+        record_run(self.store, run)
 
     def lifecycle(self) -> None:
         for _ in range(30):  # the CLI's `lifecycle run --until-idle`: triage, then passes

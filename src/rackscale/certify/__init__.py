@@ -29,6 +29,9 @@ _EXPORTS = {
     "plan_campaign": "plan", "K8sOptions": "k8s", "K8sPlanError": "k8s",
     "render_manifests": "k8s", "validate_manifests": "k8s",
     "DOWN_REL": "state", "Judgement": "verdict", "repeat_median": "verdict",
+    "DEFAULT_TWIN_SEED": "service", "DEMO_FAULTS": "service", "DemoFaultsMismatch": "service",
+    "LadderProgress": "service", "TwinRunRequest": "service", "record_run": "service",
+    "run_on_twin": "service", "twin_faults": "service",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -77,8 +77,7 @@ class K8sOptions:
 
 def node_map(topo: Topology) -> dict[str, str]:
     """The Kubernetes node holding each GPU: its tray's (HGX: node's) name, as for Slurm."""
-    return {g: slurm_node_name(topo.ids[int(topo.gpu_tray[i])])
-            for i, g in enumerate(topo.gpu_ids)}
+    return {g: slurm_node_name(tray) for g, tray in topo.tray_of_gpus().items()}
 
 
 def waves(groups: Iterable[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:

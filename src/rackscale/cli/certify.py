@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +15,22 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from rackscale.certify import (
+    DEMO_FAULTS,
     PROBES,
     SHARED_CPU_THRESHOLDS,
     CertifyRun,
     Groups,
     Ladder,
     LadderConfig,
+    LadderProgress,
     RunnerBackend,
     Scope,
     TwinBackend,
+    TwinRunRequest,
     parse_stages,
-    store_run,
-    twin_plant,
+    record_run,
+    run_on_twin,
+    twin_faults,
     write_jsonl,
 )
 from rackscale.cli._common import (
@@ -43,7 +49,7 @@ from rackscale.cli._common import (
 from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import resolve_spec
 from rackscale.errors import UserError
-from rackscale.faults import FaultsFile, TwinHardware, demo_faults_path, load_faults
+from rackscale.faults import TwinHardware
 from rackscale.fleet import Topology
 from rackscale.provenance import Provenance
 from rackscale.store import DEFAULT_DATA_DIR, Store
@@ -61,17 +67,14 @@ def _stages(text: str) -> tuple[int, ...]:
     return parse_stages([text], "--stages")
 
 
-def run_ladder(topo: Topology, faults: FaultsFile | None, *, twin_seed: int,
-               config: LadderConfig, faults_file: str | None, show_progress: bool,
-               ) -> CertifyRun:
-    backend = TwinBackend(TwinHardware(topo, faults, seed=twin_seed))
-    ladder = Ladder(topo, backend, config, seed=twin_seed, faults_file=faults_file)
-    run = _with_progress(ladder, show_progress)
-    run.plant = twin_plant(faults, faults_file, twin_seed)
-    return run
+def run_twin(topo: Topology, req: TwinRunRequest, *, show_progress: bool) -> CertifyRun:
+    """The certify room's run on the twin, with the terminal's progress bars."""
+    with _progress_bar(show_progress) as progress:
+        return run_on_twin(topo, req, progress)
 
 
-def _with_progress(ladder: Ladder, show_progress: bool) -> CertifyRun:
+@contextmanager
+def _progress_bar(show_progress: bool) -> Iterator[LadderProgress]:
     names = {1: "stage 1: per GPU", 2: "stage 2: per tray", 3: "stage 3: per NVLink domain",
              4: "stage 4: multi-rack, NVLink off then on"}
     with Progress(SpinnerColumn(), BarColumn(bar_width=12), TextColumn("{task.description}"),
@@ -87,10 +90,9 @@ def _with_progress(ladder: Ladder, show_progress: bool) -> CertifyRun:
                 tasks[stage] = bar.add_task(names[stage], total=None)
             bar.update(tasks[stage], description=f"{names[stage]}: {escape(msg)}")
 
-        run = ladder.run(progress)
+        yield progress
         for t in tasks.values():
             bar.update(t, total=1, completed=1)
-    return run
 
 
 def _evidence_text(ev: dict[str, Any]) -> str:
@@ -149,8 +151,7 @@ def print_findings(run: CertifyRun) -> None:
 
 
 def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:
-    store_run(store, fleet=run.fleet, run=run.summary(), findings=run.findings,
-              results=run.results, plant=run.plant)
+    record_run(store, run)
     write_jsonl(run.findings, jsonl, run_id=run.run_id, backend=run.backend)
 
 
@@ -189,10 +190,8 @@ def run(
     if backend is Provenance.TWIN:
         config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
                               message_bytes=size or 1 << 30)
-        path = demo_faults_path() if faults == "demo" else faults
-        ff = load_faults(path, topo) if path else None
-        result = run_ladder(topo, ff, twin_seed=twin_seed, config=config, faults_file=path,
-                            show_progress=not as_json)
+        result = run_twin(topo, TwinRunRequest(config=config, seed=twin_seed, faults=faults),
+                          show_progress=not as_json)
     elif backend is Provenance.REAL:
         if faults:
             raise UserError("--faults applies to the twin; on real ranks faults are real: "
@@ -223,7 +222,8 @@ def _run_real(topo: Topology, runner: Any, config: LadderConfig, *, show_progres
     backend = RunnerBackend(topo, runner)
     if show_progress:
         console.print(f"ranks: {backend.describe()}; every figure measured")
-    return _with_progress(Ladder(topo, backend, config), show_progress)
+    with _progress_bar(show_progress) as progress:
+        return Ladder(topo, backend, config).run(progress)
 
 
 def _achievable(probe: str, backend: Any, n: int, nbytes: int) -> tuple[float, str]:
@@ -393,11 +393,11 @@ def findings(
 
 def step_certify(ctx: DemoContext) -> None:
     """Demo step: the ladder on the seed fleet's twin with the shipped faults file."""
-    path = demo_faults_path()
-    ff = load_faults(path, ctx.topo)
-    console.print(f"faults file: {path} ({len(ff.faults)} faults injected into the twin)")
-    result = run_ladder(ctx.topo, ff, twin_seed=ctx.seed, config=LadderConfig(),
-                        faults_file=path, show_progress=True)
+    path, ff = twin_faults(ctx.topo, DEMO_FAULTS)
+    console.print(f"faults file: {path} ({len(ff.faults) if ff else 0} faults injected into "
+                  "the twin)")
+    result = run_twin(ctx.topo, TwinRunRequest(seed=ctx.seed, faults=DEMO_FAULTS),
+                      show_progress=True)
     _save(ctx.store, result, ctx.data_dir / FINDINGS_FILE)
     print_findings(result)
     ctx.results.certify = result

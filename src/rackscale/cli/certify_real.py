@@ -39,7 +39,7 @@ def real_runner(topo: Topology, name: str, lab_state: Path, *, concurrency: int,
                 partition: str | None) -> Runner:
     if name not in RUNNERS:
         raise UserError(f"unknown runner {name!r}; valid runners: {', '.join(RUNNERS)}")
-    domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
+    domain_of = topo.domain_of_gpus()
     placement = lab_placement(topo, lab_state)
     if name == "slurm":
         from rackscale.certify import SlurmRunner

@@ -49,9 +49,9 @@ from rackscale.lifecycle import (
     promote_passing,
     set_goal,
     state_of,
-    transition,
     trays_of,
 )
+from rackscale.lifecycle import drain as drain_component
 from rackscale.store import DEFAULT_DATA_DIR, Kind, Store, TwinPlantV1, loaded_spec
 
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
@@ -196,9 +196,7 @@ def drain(
     """Take a rack (-> draining) or tray (-> triage) out of service; drains its Slurm nodes."""
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), slurm_conf=slurm_conf, actor="operator")
-    row = state_of(store, cid)
-    to = RackState.DRAINING if row.machine == RACK_MACHINE else TrayState.TRIAGE
-    t = transition(store, cid, to, actor="operator", reason=reason)
+    t = drain_component(store, cid, actor="operator", reason=reason)
     rep = ctl.reconcile() if slurm_conf else None
     console.print(f"{cid}: {t.src} -> [bold]{t.dst}[/]"
                   + (f"; {rep.slurm} Slurm node(s) drained" if rep else ""))

@@ -22,6 +22,7 @@ from rackscale.cli._common import (
 from rackscale.cli._pipeline import DemoContext, ReportStepResult
 from rackscale.errors import UserError
 from rackscale.inputs import load_json, read_text
+from rackscale.provenance import basis_text
 from rackscale.store import DEFAULT_DATA_DIR, Store
 
 app = noun("Usable-capacity ledger and report: what survives of the headline GPU count.")
@@ -29,9 +30,6 @@ app = noun("Usable-capacity ledger and report: what survives of the headline GPU
 DEFAULT_OUT = f"{DEFAULT_DATA_DIR}/report"
 BASIS_STYLE = {"spec": "blue", "inventory": "blue", "measured": "green",
                "simulated": "dark_orange", "recorded": "blue", "not_run": "dim"}
-BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
-              "simulated": "simulated (twin)", "recorded": "recorded events",
-              "not_run": "NOT RUN"}
 
 ShapeGpusOption = typer.Option(None, "--shape-gpus", min=1, show_default=False,
                                help="GPUs per NVLink domain the job shape needs (72: whole "
@@ -85,7 +83,7 @@ def ledger_table(ledger: list[dict[str, Any]], *, wide: bool) -> Table:
         table.add_column("inputs", overflow="fold", max_width=60)
     prev = None
     for n, s in enumerate(ledger, 1):
-        basis = f"[{BASIS_STYLE.get(s['basis'], '')}]{BASIS_TEXT.get(s['basis'], s['basis'])}[/]"
+        basis = f"[{BASIS_STYLE.get(s['basis'], '')}]{basis_text(s['basis'])}[/]"
         if s.get("ci95"):
             basis += f"\n[dim]95% CI {_fmt(s['ci95'][0])}-{_fmt(s['ci95'][1])}[/]"
         lost = "" if prev is None else _fmt(round(prev - float(s["count"]), 1))
@@ -141,7 +139,7 @@ def _figure(step: dict[str, Any]) -> str:
     text = _fmt(step["count"])
     if step["basis"] == "not_run":
         return f"{text} ({step['note']})"
-    return f"{text} [{BASIS_TEXT.get(step['basis'], step['basis'])}]"
+    return f"{text} [{basis_text(step['basis'])}]"
 
 
 @app.command()

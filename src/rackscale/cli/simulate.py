@@ -298,9 +298,9 @@ def step_simulate(ctx: DemoContext) -> None:
     if ctx.results.certify is not None:
         # Size the job by the same rule the usable-capacity report applies (whole, fully
         # healthy, certified NVLink domains), so the demo's figures agree with each other.
-        from rackscale.report import build_ledger, collect
+        from rackscale.report import ledger_now
 
-        ledger = build_ledger(collect(ctx.store, fleet=ctx.topo.spec.name))
+        _, ledger = ledger_now(ctx.store, fleet=ctx.topo.spec.name)
         certified = int(ledger.step("certified").count)
         job = certified // domain * domain
         how = (f"sized to the certified capacity: {certified} GPUs in whole, fully healthy "

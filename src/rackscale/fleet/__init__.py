@@ -39,6 +39,7 @@ from rackscale.fleet.topology import (
     SPINE,
     SWITCH_TRAY,
     Component,
+    GpuPlace,
     Holder,
     Rack,
     Route,
@@ -52,11 +53,11 @@ __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
     "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
     "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
-    "CduReading", "Component", "Fabric", "FleetSpec", "GpuSku", "HardwareModel", "Holder",
-    "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate", "RegionSpec",
-    "Route", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate", "YamlSource",
-    "allreduce_busbw", "get_template", "load_fleet", "load_yaml", "parse_fleet", "read_yaml",
-    "seed_fleet", "slurm_node_name", "synthetic_fleet", "validate",
+    "CduReading", "Component", "Fabric", "FleetSpec", "GpuPlace", "GpuSku", "HardwareModel",
+    "Holder", "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate",
+    "RegionSpec", "Route", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate",
+    "YamlSource", "allreduce_busbw", "get_template", "load_fleet", "load_yaml", "parse_fleet",
+    "read_yaml", "seed_fleet", "slurm_node_name", "synthetic_fleet", "validate",
 ]
 
 

@@ -86,6 +86,22 @@ class Holder:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuPlace:
+    """Where one GPU sits, by its rack template's own numbers (an NVL72 compute tray holds 4
+    GPUs, an HGX node 8): the one answer to "which tray, domain and rack hold this GPU"."""
+
+    gpu: str
+    number: int  # the GPU's number in the topology's GPU arrays
+    slot: int  # k in gpuK: its place on the tray, and the rail of its NIC
+    tray: str  # the compute tray (NVL72) or node (HGX) holding it; its Slurm node
+    domain: str  # its NVLink domain: the rack (NVL72) or the node (HGX)
+    rack: str
+    region: str
+    nic: str  # the scale-out NIC serving it
+    leaf: str  # the leaf switch that NIC joins
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """The route between two GPUs. Each hop is a tuple of the parts that carry it in parallel
     (all 9 NVLink switch trays of a domain; every spine, by ECMP)."""

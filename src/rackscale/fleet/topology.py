@@ -53,6 +53,7 @@ from rackscale.fleet.layout import RackLayout
 from rackscale.fleet.records import (
     LPM_PER_KW,
     Component,
+    GpuPlace,
     Holder,
     Level,
     Rack,
@@ -66,7 +67,8 @@ from rackscale.fleet.templates import TEMPLATES
 # The kinds are re-exported: `rackscale.fleet` has long taken them from here.
 __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DPU", "GPU", "KINDS", "LEAF", "LPM_PER_KW", "NIC", "NODE",
-    "NVSWITCH", "POWER_SHELF", "RACK", "REGION", "SPINE", "SWITCH_TRAY", "Component", "Holder",
+    "NVSWITCH", "POWER_SHELF", "RACK", "REGION", "SPINE", "SWITCH_TRAY", "Component", "GpuPlace",
+    "Holder",
     "Rack", "Route", "Topology", "UnknownComponent", "slurm_node_name",
 ]
 
@@ -387,6 +389,44 @@ class Topology:
         rack = self.racks[self.rack_of[i]]
         lo = rack.gpu_first
         return lo + int(np.searchsorted(self.gpu_comp[lo:rack.gpu_end], i))
+
+    def gpu_place(self, gpu: str | int) -> GpuPlace:
+        """Where GPU `gpu` (its id, or its number in the GPU arrays) sits: its tray or node,
+        NVLink domain, rack, region, NIC and leaf."""
+        g = self.gpu_number(gpu) if isinstance(gpu, str) else gpu
+        if not 0 <= g < len(self.gpu_ids):
+            raise UserError(f"GPU number {g} is outside fleet {self.spec.name} "
+                            f"(0..{len(self.gpu_ids) - 1})")
+        return GpuPlace(
+            gpu=self.gpu_ids[g], number=g, slot=int(self.gpu_slot[g]),
+            tray=self.ids[int(self.gpu_tray[g])], domain=self.domains[int(self.gpu_domain[g])],
+            rack=self.racks[int(self.gpu_rack[g])].id,
+            region=self.regions[int(self.gpu_region[g])],
+            nic=self.ids[int(self.gpu_nic[g])], leaf=self.leaves[int(self.gpu_leaf[g])])
+
+    def gpu_places(self) -> Iterator[GpuPlace]:
+        """`gpu_place` of every GPU, in GPU-number order."""
+        for g in range(len(self.gpu_ids)):
+            yield self.gpu_place(g)
+
+    def tray_of_gpus(self) -> dict[str, str]:
+        """GPU id -> its compute tray or node (an NVL72 tray holds 4 GPUs, an HGX node 8)."""
+        ids = self.ids
+        return dict(zip(self.gpu_ids, (ids[t] for t in self.gpu_tray.tolist()), strict=True))
+
+    def domain_of_gpus(self) -> dict[str, str]:
+        """GPU id -> its NVLink domain (the rack on NVL72, the node on HGX)."""
+        doms = self.domains
+        return dict(zip(self.gpu_ids, (doms[d] for d in self.gpu_domain.tolist()), strict=True))
+
+    def tray_gpus(self, tray: str) -> list[str]:
+        """The GPU ids of a compute tray or HGX node, in slot order (gpu0 first)."""
+        i = self.idx(tray)
+        if self.kinds[i] not in TRAY_KINDS:
+            raise UserError(f"{tray} is a {self.kinds[i]}, not a compute tray or node")
+        rack = self.racks[self.rack_of[i]]
+        gpus = np.arange(rack.gpu_first, rack.gpu_end)
+        return [self.gpu_ids[g] for g in gpus[self.gpu_tray[gpus] == i].tolist()]
 
     # ------------------------------------------------------------------ paths
     def path(self, a: str, b: str) -> Route:

@@ -99,12 +99,12 @@ def make_plan(topo: Topology, lab_id: str) -> LabPlan:
     nv_mbit = GPUS[t.gpu].nvlink_gbps / 2 * 8000.0
     prefix = f"rsl-{lab_id}"
     ranks = []
-    for g, gid in enumerate(topo.gpu_ids):
-        leaf = topo.leaves[int(topo.gpu_leaf[g])]
+    for p in topo.gpu_places():
+        g = p.number
         ranks.append(RankPlan(
-            gpu=gid, number=g, netns=f"{prefix}-g{g}", nic=topo.ids[int(topo.gpu_nic[g])],
-            leaf=leaf, domain=topo.domains[int(topo.gpu_domain[g])], so_port=f"n{g}",
-            nv_port=f"v{g}", so_addr=_addr(77, g), nv_addr=_addr(78, g), cgroup=f"g{g}"))
+            gpu=p.gpu, number=g, netns=f"{prefix}-g{g}", nic=p.nic, leaf=p.leaf,
+            domain=p.domain, so_port=f"n{g}", nv_port=f"v{g}", so_addr=_addr(77, g),
+            nv_addr=_addr(78, g), cgroup=f"g{g}"))
     bridges: list[BridgePlan] = []
     per_leaf = max(sum(1 for r in ranks if r.leaf == leaf) for leaf in topo.leaves)
     for region_spines in topo.spines:

@@ -38,6 +38,7 @@ from rackscale.lifecycle.repository import (
     transition,
     trays_of,
 )
+from rackscale.lifecycle.service import drain
 from rackscale.lifecycle.slurm import (
     REASON_PREFIX,
     ScontrolSlurm,
@@ -67,6 +68,6 @@ __all__ = [
     "LeakTier", "LifecycleRow", "PassReport", "PowerDriver", "RackState", "RedfishPowerDriver",
     "ScontrolSlurm", "SimCoolingDriver", "SimPlant", "SimPowerDriver", "SimSlurm", "SlurmControl",
     "TrayState", "TriageReport", "UnknownLifecycleComponent", "apply_findings", "check", "counts",
-    "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state", "power_targets",
-    "promote_passing", "set_goal", "state_of", "transition", "trays_of",
+    "drain", "enroll", "flow_ok", "history", "node_name", "open_store", "parse_state",
+    "power_targets", "promote_passing", "set_goal", "state_of", "transition", "trays_of",
 ]

@@ -20,7 +20,7 @@ from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
 from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
 from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
 from rackscale.recovery.localize import Localized, Localizer, on_runner
-from rackscale.recovery.record import Recorder, read_incidents
+from rackscale.recovery.record import NotInFleet, Recorder, read_incidents
 from rackscale.recovery.setup import (
     RUNNERS,
     JobRunner,
@@ -62,6 +62,7 @@ __all__ = [
     "LocalLauncher",
     "Localized",
     "Localizer",
+    "NotInFleet",
     "RankBeats",
     "RankEnv",
     "RankProcess",

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rackscale.errors import UserError
+from rackscale.fleet import Topology
 from rackscale.recovery.events import (
     FINDING,
     INCIDENT,
@@ -21,12 +23,40 @@ from rackscale.recovery.state import JobState
 from rackscale.store import Store
 
 
+class NotInFleet(UserError):
+    """A job's finding or incident names a part the store's fleet does not have."""
+
+
+JOB_PREFIX = "job/"  # events on the job itself (its record, an incident with no one suspect)
+
+
+def not_in_fleet(cid: str, fleet: Topology, where: str) -> NotInFleet:
+    return NotInFleet(
+        f"{cid} is not a component of fleet {fleet.spec.name} loaded in {where}: its finding "
+        "would name a part the fleet does not have, and lifecycle could not act on it. Fix: "
+        "run the job on that fleet's GPUs (`--runner local` places its slots on them; a lab "
+        "or Slurm cluster must be of that fleet), load the fleet the job runs on with "
+        "`rackscale fleet load`, or run without --db")
+
+
 class Recorder:
+    """`fleet`: the fleet loaded in `store`; every finding and incident must name one of its
+    parts (the check runs before anything is written)."""
+
     def __init__(self, job_dir: Path, store: Store | None = None,
-                 actor: str = "rackscale-job") -> None:
-        self.job_dir, self.store, self.actor = job_dir, store, actor
+                 actor: str = "rackscale-job", *, fleet: Topology | None = None) -> None:
+        self.job_dir, self.store, self.actor, self.fleet = job_dir, store, actor, fleet
+
+    def check_component(self, component: str, kind: str) -> None:
+        """Refuse an event on a part outside the store's fleet (the job's own id passes)."""
+        if self.store is None or self.fleet is None or component in self.fleet.index:
+            return
+        if kind != FINDING and component.startswith(JOB_PREFIX):
+            return
+        raise not_in_fleet(component, self.fleet, self.store.safe_url)
 
     def _append(self, component: str, kind: str, payload: dict[str, Any], reason: str) -> None:
+        self.check_component(component, kind)
         line = {"time": time.time(), "component": component, "kind": kind,
                 "payload": payload}
         with (self.job_dir / "incidents.jsonl").open("a", encoding="utf-8") as f:

@@ -22,13 +22,13 @@ from rackscale.certify import (
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
-from rackscale.fleet import Topology
+from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
 from rackscale.recovery.localize import Localizer, on_runner
-from rackscale.recovery.record import Recorder
+from rackscale.recovery.record import Recorder, not_in_fleet
 from rackscale.recovery.supervisor import JobSetup
 from rackscale.registry import Registry, UnknownName
-from rackscale.store import Store
+from rackscale.store import Store, loaded_spec
 
 
 class UnknownRunner(UnknownName):
@@ -61,9 +61,7 @@ class JobRunner:
 def _lab_probe(site: Site) -> Runner:
     from rackscale.certify import LocalRunner
 
-    topo = site.topo
-    domain_of = {g: topo.domains[int(topo.gpu_domain[i])] for i, g in enumerate(topo.gpu_ids)}
-    return LocalRunner(site.placement, domain_of)
+    return LocalRunner(site.placement, site.topo.domain_of_gpus())
 
 
 def _slurm() -> Launcher:
@@ -86,9 +84,19 @@ RUNNERS.add("lab", JobRunner(launcher=LocalLauncher, site="--lab", probe=_lab_pr
 RUNNERS.add("slurm", JobRunner(launcher=_slurm, slots=_slurm_slots))
 
 
-def job_slots(n: int, region: str = "local", rack: str = "r01") -> list[str]:
-    """GPU component ids for a job on this host: four GPUs per compute tray, c01 on."""
-    return [f"{region}/{rack}/c{i // 4 + 1:02d}/gpu{i % 4}" for i in range(n)]
+# The rack a job on this host (no fleet loaded) is numbered as: its slots get the ids this
+# template's racks have (local/r01/c01/gpu0 ...), laid out by Topology as any fleet's are.
+LOCAL_TEMPLATE = "gb200-nvl72"
+
+
+def job_slots(n: int, region: str = "local", template: str = LOCAL_TEMPLATE) -> list[str]:
+    """GPU component ids for a job on this host: the first `n` GPUs of a fleet of `template`
+    racks in `region`, so the trays hold as many GPUs as that template's do."""
+    t = TEMPLATES[template]
+    racks = -(-n // (t.trays * t.gpus_per_tray))
+    spec = FleetSpec(name=f"{region}-host", regions=[RegionSpec(name=region, racks=[
+        RackGroup(template=template, count=racks)])])
+    return Topology.build(spec).gpu_ids[:n]
 
 
 def job_tiers(job_dir: Path) -> TiersConfig:
@@ -101,12 +109,23 @@ def job_tiers(job_dir: Path) -> TiersConfig:
                        retention=Retention(keep_local=2, keep_region=4, archive_every=0))
 
 
+def _local_slots(slots: int, fleet: Topology | None) -> list[str]:
+    """This host's slots: the first GPUs of the store's fleet when one is loaded (so what the
+    job finds is recorded on that fleet's parts), else ids of a rack of LOCAL_TEMPLATE."""
+    if fleet is None:
+        return job_slots(slots)
+    if len(fleet.gpu_ids) < slots:
+        raise UserError(f"fleet {fleet.spec.name} in the store has {len(fleet.gpu_ids)} GPUs; "
+                        f"--gpus + --spares need {slots}. Fix: fewer ranks or spares")
+    return fleet.gpu_ids[:slots]
+
+
 def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int,
-               launcher: Launcher) -> Placement:
+               launcher: Launcher, fleet: Topology | None) -> Placement:
     if spec.slots is not None:
         return spec.slots(launcher, slots)
     if spec.site is None:
-        return loopback_placement(job_slots(slots))
+        return loopback_placement(_local_slots(slots, fleet))
     if site is None:
         raise UserError(f"--runner {runner} places ranks on the GPUs {spec.site} describes; "
                         f"give {spec.site} DIR of a lab that is up (`rackscale lab up`)")
@@ -122,7 +141,16 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                 db: str | None, site: Site | None = None) -> JobSetup:
     spec = RUNNERS[runner]
     launcher = spec.launcher()
-    placement = _placement(runner, spec, site, slots, launcher)
+    store = Store(db) if db else None
+    loaded = loaded_spec(store) if store is not None else None
+    fleet = Topology.build(loaded) if loaded is not None else None
+    placement = _placement(runner, spec, site, slots, launcher, fleet)
+    if fleet is not None and store is not None:
+        # Refused before any rank starts: a finding on a slot outside the fleet is one
+        # lifecycle can only note, never act on.
+        for gpu in placement.ranks:
+            if gpu not in fleet.index:
+                raise not_in_fleet(gpu, fleet, store.safe_url)
     job_dir.mkdir(parents=True, exist_ok=True)
     if config is not None:
         tiers, tiers_file = load_config(config), config.resolve()
@@ -130,7 +158,6 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         tiers, tiers_file = job_tiers(job_dir), job_dir / "tiers.json"
         write_atomic(tiers_file, tiers.model_dump_json(indent=2))
         os.chmod(tiers_file, 0o600)
-    store = Store(db) if db else None
     localizer = None
     if spec.probe is not None and site is not None:
         probe, where = spec.probe, site
@@ -138,4 +165,5 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
                               spec.thresholds)
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
                     launcher=launcher, placement=placement,
-                    recorder=Recorder(job_dir, store), localizer=localizer)
+                    recorder=Recorder(job_dir, store, fleet=fleet),
+                    localizer=localizer)

@@ -110,6 +110,13 @@ class Supervisor:
                 raise UserError(f"{JobState.path(self.setup.job_dir)} belongs to a job of "
                                 f"{old.gpus} GPUs running {old.command}; use another "
                                 "--job-dir, or the same --gpus and command to resume it")
+            ranks = self.setup.placement.ranks
+            gone = [g for g in (*old.assignment, *old.spares) if g not in ranks]
+            if gone:  # e.g. started on this host's ids, resumed with a fleet in --db
+                raise UserError(f"{JobState.path(self.setup.job_dir)} runs on GPU slot "
+                                f"{gone[0]}, which {self.setup.placement.describe} does not "
+                                "have; resume it where it started (same --runner and --db), "
+                                "or use another --job-dir")
             return old
         return JobState(job=self.setup.job, command=self.cfg.command, gpus=self.cfg.gpus,
                         assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need])

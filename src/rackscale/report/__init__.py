@@ -5,7 +5,7 @@ Reads the store only (inventory + event log, docs/contracts.md); writes report.j
 """
 
 from rackscale.report.asof import StorePoint, StorePointError, document_at, resolve_point
-from rackscale.report.build import BuiltReport, build_report, report_document
+from rackscale.report.build import BuiltReport, build_report, ledger_now, report_document
 from rackscale.report.cost import check_price
 from rackscale.report.diff import ReportDiffError, diff_documents
 from rackscale.report.disclosure import DISCLOSURE_VERSION, disclosure_schema, validate_disclosure
@@ -55,6 +55,7 @@ __all__ = [
     "disclosure_schema",
     "document_at",
     "keygen",
+    "ledger_now",
     "load_redaction_key",
     "redact_bundle",
     "render_html",

@@ -12,10 +12,10 @@ from typing import Any
 from rackscale.durable import write_atomic
 from rackscale.report.bundle import EXTRA_EVENT_PREFIXES, RECOVERY_FILE
 from rackscale.report.diff import with_history
-from rackscale.report.ledger import JobShape, Ledger
+from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.page import render_html
 from rackscale.report.statement import document_of, params_of, write_statement
-from rackscale.report.storeview import collect
+from rackscale.report.storeview import StoreView, collect
 from rackscale.store import Store
 
 INDENT_UP_TO_RACKS = 64
@@ -28,6 +28,15 @@ class BuiltReport:
     html_path: Path | None
     json_path: Path | None
     seconds: float
+
+
+def ledger_now(store: Store, *, shape: JobShape | None = None,
+               fleet: str | None = None) -> tuple[StoreView, Ledger]:
+    """The report's own read of the store and its ledger, for a front end that shows the
+    ledger without writing a report (the server's dashboard and API, the demo's sizing): the
+    numbers `report show` and `report build` print, by the same rule, never recomputed."""
+    view = collect(store, fleet=fleet)
+    return view, build_ledger(view, shape)
 
 
 def report_document(store: Store, *, shape: JobShape | None = None,

@@ -7,7 +7,7 @@ import json
 from html import escape
 from typing import Any
 
-from rackscale.provenance import Provenance
+from rackscale.provenance import Provenance, basis_text
 from rackscale.report import fmt, plots
 from rackscale.report.html import table
 from rackscale.report.ledger import failure_goodput
@@ -27,10 +27,6 @@ from rackscale.report.simulation import read_simulation
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 from rackscale.store import InvalidPayload
-
-BASIS_TEXT = {"spec": "fleet spec", "inventory": "inventory", "measured": "measured (real)",
-              "simulated": "simulated (twin)", "recorded": "recorded events",
-              "not_run": "not run"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#212529;
@@ -80,7 +76,7 @@ def _fmt(n: float) -> str:
 
 
 def _basis(b: str) -> str:
-    return f'<span class="basis b-{escape(b)}">{escape(BASIS_TEXT.get(b, b))}</span>'
+    return f'<span class="basis b-{escape(b)}">{escape(basis_text(b))}</span>'
 
 
 def _ledger(doc: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackscale.lifecycle import RackState, history, state_of, transition
+from rackscale.lifecycle import drain as drain_component
+from rackscale.lifecycle import history
 from rackscale.server.errors import ApiError
 from rackscale.server.snapshot import Snapshot, SnapshotCache
 from rackscale.store import Store
@@ -205,9 +206,8 @@ def drain(request: Request, body: DrainRequest, rack_id: str = Path(..., max_len
     if snap.rack(check_id(rack_id)) is None:
         raise ApiError(404, f"no rack {rack_id!r} in fleet {snap.fleet}")
     store: Store = request.app.state.store
-    state_of(store, rack_id)  # an unenrolled rack is a 404 in the lifecycle's own words
-    t = transition(store, rack_id, RackState.DRAINING.value, actor="server",
-                   reason=body.reason.strip())
+    # the lifecycle's one drain rule; an unenrolled rack is a 404 in its own words
+    t = drain_component(store, rack_id, actor="server", reason=body.reason)
     request.app.state.cache.get(wait=True)  # reads after this answer see the drain
     return {"component": rack_id, "from": t.src, "to": t.dst, "seq": t.seq}
 

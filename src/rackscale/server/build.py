@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rackscale.report import Ledger, StoreView, build_ledger, collect
+from rackscale.report import Ledger, StoreView, ledger_now
 from rackscale.store import Store
 
 UNENROLLED = "unenrolled"  # a GPU whose tray has no lifecycle state yet
@@ -67,8 +67,7 @@ def _gpu_counts(view: StoreView) -> dict[tuple[str, str, str], int]:
 
 def build_parts(store: Store, seq: int) -> Parts:
     t0 = time.perf_counter()
-    view = collect(store)
-    ledger = build_ledger(view)
+    view, ledger = ledger_now(store)
     counts = _gpu_counts(view)
     return Parts(seq=seq, built_s=time.perf_counter() - t0, fleet=view.topo.spec.name,
                  ledger=replace(ledger, gpu_reason=[]), gpu_counts=counts, pid=os.getpid())

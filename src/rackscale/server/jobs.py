@@ -15,11 +15,17 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackscale.certify import Ladder, LadderConfig, TwinBackend, store_run
+from rackscale.certify import (
+    DEFAULT_TWIN_SEED,
+    DEMO_FAULTS,
+    LadderConfig,
+    TwinRunRequest,
+    record_run,
+    run_on_twin,
+)
 from rackscale.errors import UserError
-from rackscale.faults import TwinHardware, demo_faults_path, load_faults
 from rackscale.fleet import Topology
 from rackscale.server.api import ERRORS, MUTATION_ERRORS, require_token
 from rackscale.server.errors import ApiError
@@ -46,15 +52,44 @@ TRANSITIONS: dict[JobState, set[JobState]] = {
 
 class CertifyRequest(BaseModel):
     """What a run certifies. Faults are the shipped demo faults or none: the server never opens
-    a file named by a request."""
+    a file named by a request. An empty body is a clean run (no faults), as `rackscale certify
+    run` without --faults."""
 
     model_config = ConfigDict(extra="forbid")
     backend: Literal["twin"] = Field("twin", description="Only the digital twin runs from "
                                      "the API.")
-    faults: Literal["demo", "none"] = Field("demo", description="Faults the twin applies.")
+    faults: Literal["demo", "none"] = Field("none", description="Faults the twin applies: "
+                                            "none (a clean run) or the shipped demo faults.")
     stages: list[int] = Field(default=[1, 2, 3, 4], min_length=1, max_length=4)
-    twin_seed: int = Field(7, ge=0, le=2**31 - 1)
+    seed: int = Field(DEFAULT_TWIN_SEED, ge=0, le=2**31 - 1, description="Random seed of the "
+                      "digital twin (the CLI's --seed).")
+    twin_seed: int | None = Field(None, ge=0, le=2**31 - 1, deprecated=True,
+                                  description="Deprecated name of `seed`.")
     repeats: int = Field(8, ge=1, le=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_seed(cls, data: Any) -> Any:
+        """`twin_seed` (the old name) is read as `seed`; both, differing, are refused."""
+        if isinstance(data, dict) and data.get("twin_seed") is not None:
+            data = dict(data)
+            old = data.pop("twin_seed")
+            if data.get("seed", old) != old:
+                raise ValueError("give the seed once: `seed` (`twin_seed` is its deprecated "
+                                 "name)")
+            data["seed"] = old
+        return data
+
+    def twin_run(self) -> TwinRunRequest:
+        """The certify room's request (its LadderConfig checks the stages: a UserError)."""
+        return TwinRunRequest(config=LadderConfig(stages=tuple(self.stages),
+                                                  repeats=self.repeats),
+                              seed=self.seed, faults=DEMO_FAULTS if self.faults == "demo"
+                              else None)
+
+    def echoed(self) -> dict[str, Any]:
+        """The request as a job's status shows it; `twin_seed` too, for older clients."""
+        return self.model_dump(exclude={"twin_seed"}) | {"twin_seed": self.seed}
 
 
 class CertifyJob:
@@ -76,7 +111,7 @@ class CertifyJob:
         self.state = dst
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "state": self.state.value, "request": self.req.model_dump(),
+        return {"id": self.id, "state": self.state.value, "request": self.req.echoed(),
                 "stage": self.stage, "message": self.message, "run_id": self.run_id,
                 "findings": self.findings, "error": self.error, "created": self.created,
                 "finished": self.finished, "basis": "simulated",
@@ -98,7 +133,7 @@ class CertifyJobs:
             raise ApiError(409, "no fleet is loaded in this store; load one with "
                            "`rackscale fleet load` before certifying it")
         try:
-            config = LadderConfig(stages=tuple(req.stages), repeats=req.repeats)
+            ask = req.twin_run()
         except UserError as err:
             raise ApiError(422, str(err)) from None
         with self._lock:
@@ -112,24 +147,18 @@ class CertifyJobs:
             self._jobs[job.id] = job
             for old in list(self._jobs)[:-MAX_KEPT]:
                 del self._jobs[old]
-        threading.Thread(target=self._run, args=(job, Topology.build(spec), config),
+        threading.Thread(target=self._run, args=(job, Topology.build(spec), ask),
                          name=f"rackscale-certify-{job.id}", daemon=True).start()
         return job
 
-    def _run(self, job: CertifyJob, topo: Topology, config: LadderConfig) -> None:
+    def _run(self, job: CertifyJob, topo: Topology, ask: TwinRunRequest) -> None:
         job.move(JobState.RUNNING)
         try:
-            path = demo_faults_path() if job.req.faults == "demo" else None
-            faults = load_faults(path, topo) if path else None
-            backend = TwinBackend(TwinHardware(topo, faults, seed=job.req.twin_seed))
-            ladder = Ladder(topo, backend, config, seed=job.req.twin_seed, faults_file=path)
-
             def progress(stage: int, msg: str) -> None:
                 job.stage, job.message = stage, msg
 
-            run = ladder.run(progress)
-            store_run(self.store, fleet=run.fleet, run=run.summary(), findings=run.findings,
-                      results=run.results)
+            run = run_on_twin(topo, ask, progress)
+            record_run(self.store, run)
             job.run_id, job.findings = run.run_id, len(run.findings)
             job.move(JobState.SUCCEEDED)
         except Exception as err:  # the status URL says it failed; the log has the traceback

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse
 
 from rackscale.lifecycle import history
+from rackscale.provenance import basis_text
 from rackscale.server.api import check_id, snapshot
 from rackscale.server.errors import ApiError
 from rackscale.server.ops import RPO_STATES, incidents, rpo_by_tier
@@ -81,7 +82,7 @@ def _rack_tile(r: dict[str, Any]) -> str:
 def _waterfall(snap: Snapshot) -> str:
     top = max((s.count for s in snap.ledger.steps), default=1) or 1
     rows = "".join(
-        f"<tr><td>{escape(s.label)}</td><td>{s.count:,.0f}</td><td>{escape(str(s.basis))}</td>"
+        f"<tr><td>{escape(s.label)}</td><td>{s.count:,.0f}</td><td>{escape(basis_text(s.basis))}</td>"
         f"<td style='width:220px'><div class=bar style='width:{200 * s.count / top:.0f}px'>"
         f"</div></td></tr>" for s in snap.ledger.steps)
     return ("<h2>Usable capacity</h2><table id=waterfall><tr><th>step</th><th>GPUs</th>"

@@ -112,8 +112,7 @@ class SlurmRunner:
                               "slurm-client, or use --runner local")
         env = dict(os.environ)
         known = slurm_nodes(env)
-        node_of = {g: slurm_node_name(topo.ids[int(topo.gpu_tray[i])])
-                   for i, g in enumerate(topo.gpu_ids)}
+        node_of = {g: slurm_node_name(tray) for g, tray in topo.tray_of_gpus().items()}
         missing = sorted(set(node_of.values()) - set(known))
         if missing:
             raise RunnerError(f"Slurm knows no node {', '.join(missing[:4])}"
