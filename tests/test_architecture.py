@@ -143,6 +143,8 @@ OVER_THE_LIMITS = {
     "rackscale/lifecycle/controller.py::Controller.__init__":
         "the controller's drivers and clock, keyword-only",
     "rackscale/certify/ladder.py::Ladder.__init__": "keyword-only collaborators of a run",
+    "rackscale/certify/findings.py::store_run":
+        "the parts of one stored run, keyword-only (run, findings, results, plant)",
     "rackscale/certify/runners/slurm.py::SlurmRunner.__init__":
         "keyword-only settings of the Slurm runner",
     "rackscale/certify/runners/local.py::LocalRunner.__init__":

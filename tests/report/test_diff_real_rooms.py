@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rackscale.certify import service as certify_service
 from rackscale.cli import app
 from rackscale.cli import certify as certify_cli
 from rackscale.cli import lifecycle as lifecycle_cli
@@ -52,7 +53,7 @@ def test_diff_of_two_runs_with_different_faults(tmp_path: Path,
         lifecycle_cli.step_onboarding(ctx)
         docs = []
         for faults in (demo_faults_path(), str(faults_b)):
-            monkeypatch.setattr(certify_cli, "demo_faults_path", lambda f=faults: f)
+            monkeypatch.setattr(certify_service, "demo_faults_path", lambda f=faults: f)
             for step in (certify_cli.step_certify, lifecycle_cli.step_triage,
                          simulate_cli.step_simulate, step_report):
                 step(ctx)

@@ -163,8 +163,9 @@ def test_state_tables_cover_the_lifecycle_rooms_states() -> None:
     lifecycle = pytest.importorskip("rackscale.lifecycle.states")
     assert set(RACK_STATES) == {s.value for s in lifecycle.RackState}
     assert set(TRAY_STATES) == {s.value for s in lifecycle.TrayState}
+    # a rack's GPUs count while it serves: the lifecycle's own serving states, not a copy
     assert {k for k, v in RACK_STATES.items() if v.powered} == {
-        s.value for s in lifecycle.POWERED_RACK_STATES}
+        s.value for s in lifecycle.SERVING_RACK_STATES}
 
 
 def test_fault_rules_cover_every_design_fault_kind() -> None:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import typer
@@ -52,7 +52,7 @@ from rackscale.errors import UserError
 from rackscale.faults import TwinHardware
 from rackscale.fleet import Topology
 from rackscale.provenance import Provenance
-from rackscale.store import DEFAULT_DATA_DIR, Store
+from rackscale.store import DEFAULT_DATA_DIR, CertifyFindingV1, CertifyRunV1, Kind, Store
 
 app = noun("Certify hardware: the staged ladder, single probes, findings.")
 FINDINGS_FILE = "findings.jsonl"
@@ -363,32 +363,32 @@ def findings(
 ) -> None:
     """Findings of a certification run, from the store."""
     store = Store(db, readonly=True)
-    runs = store.events(kind="certify.run", newest_first=True)
+    runs = [(e, cast(CertifyRunV1, e.parsed()))
+            for e in store.events(kind=Kind.CERTIFY_RUN, newest_first=True)]
     if not runs:
         raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
                         "run --faults demo` first")
-    chosen = next((r for r in runs if r.payload.get("run_id") == run_id), None) if run_id \
+    chosen = next(((e, r) for e, r in runs if r.run_id == run_id), None) if run_id \
         else runs[0]
     if chosen is None:
         raise UserError(f"no run {run_id!r}; runs: "
-                        f"{', '.join(r.payload['run_id'] for r in runs[:10])}")
-    rid = chosen.payload["run_id"]
-    rows = [e.payload for e in store.events(kind="certify.finding")
-            if e.payload.get("run_id") == rid]
+                        f"{', '.join(r.run_id for _, r in runs[:10])}")
+    ev, run = chosen
+    found = [cast(CertifyFindingV1, e.parsed())
+             for e in store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id)]
     if as_json:
-        emit_json({"run": chosen.payload, "findings": rows})
+        emit_json({"run": ev.payload, "findings": [f.dump() for f in found]})
         return
-    table = Table(title=f"findings of run {rid} ({_source(chosen.payload.get('backend'))}, "
-                  f"{chosen.time:%Y-%m-%d %H:%M} UTC)")
+    table = Table(title=f"findings of run {run.run_id} ({_source(run.backend)}, "
+                  f"{ev.time:%Y-%m-%d %H:%M} UTC)")
     _columns(table)
-    for f in rows:
-        kind = f"flapping ({f['evidence'].get('of')})" if f["kind"] == "flapping" else f["kind"]
-        table.add_row(plain(f["component"]), plain(kind), str(f["stage"]),
-                      escape(_evidence_text(f["evidence"])), f"{f['confidence']:.2f}")
+    for f in found:
+        kind = f"flapping ({f.evidence.get('of')})" if f.kind == "flapping" else f.kind
+        table.add_row(plain(f.component), plain(kind), str(f.stage),
+                      escape(_evidence_text(f.evidence)), f"{f.confidence:.2f}")
     console.print(table)
-    clear = chosen.payload.get("gpus_clear", chosen.payload.get("gpus_healthy"))
-    console.print(f"{len(rows)} findings; GPUs clear of findings {clear}/"
-                  f"{chosen.payload.get('gpus_total')}")
+    clear = run.gpus_clear if run.gpus_clear is not None else run.gpus_healthy
+    console.print(f"{len(found)} findings; GPUs clear of findings {clear}/{run.gpus_total}")
 
 
 def step_certify(ctx: DemoContext) -> None:

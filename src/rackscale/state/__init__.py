@@ -3,7 +3,7 @@ folded incrementally from the typed event log. The one place that says whether a
 serve; the lifecycle's gates and triage, the report, the server and the bundle read it."""
 
 from rackscale.state.conditions import Condition, ConditionType, Status
-from rackscale.state.model import KINDS, FleetState, Gate, LifecycleState
+from rackscale.state.model import FOLDED_KINDS, FleetState, Gate, LifecycleState
 
-__all__ = ["KINDS", "Condition", "ConditionType", "FleetState", "Gate", "LifecycleState",
-           "Status"]
+__all__ = ["FOLDED_KINDS", "Condition", "ConditionType", "FleetState", "Gate",
+           "LifecycleState", "Status"]

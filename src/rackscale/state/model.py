@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from rackscale.fleet import Topology
 from rackscale.state.conditions import Condition, ConditionType, Status
@@ -43,7 +42,8 @@ from rackscale.store import (
 
 C = ConditionType
 # The event kinds the state is folded from: a refresh reads only these.
-KINDS = (Kind.CERTIFY_FINDING, Kind.CERTIFY_RESULT, Kind.TWIN_PLANT, Kind.LIFECYCLE_TRANSITION)
+FOLDED_KINDS = (Kind.CERTIFY_FINDING, Kind.CERTIFY_RESULT, Kind.TWIN_PLANT,
+                Kind.LIFECYCLE_TRANSITION)
 FINDING = "Finding"  # reason of a condition a failing finding set
 RACK_FINDING = "RackPartFailed"  # a tray's result failed for a finding on its rack's part
 PLANT_KINDS = {"coolant_flow_low": C.COOLING, "power_shelf_down": C.POWER}
@@ -89,16 +89,15 @@ class FleetState:
         state.refresh(store, until_seq=until_seq)
         return state
 
-    def refresh(self, store: Store, *, until_seq: int | None = None,
-                session: Session | None = None) -> int:
+    def refresh(self, store: Store, *, until_seq: int | None = None) -> int:
         """Apply the events appended since the last refresh (up to `until_seq`); returns how
         many were read."""
         # A first read filters by kind; a read on from a cursor asks only for the seq range
         # (the primary key) and filters here: with a kind filter SQLite walks the kind index
         # over every certify event of the log to find the few new ones (7.6 ms at 128k GPUs).
-        events = store.events(kinds=KINDS if self.seq == 0 else None, after_seq=self.seq,
-                              until_seq=until_seq, session=session)
-        mine = [ev for ev in events if ev.kind in KINDS]
+        kinds = FOLDED_KINDS if self.seq == 0 else None
+        events = store.events(kinds=kinds, after_seq=self.seq, until_seq=until_seq)
+        mine = [ev for ev in events if ev.kind in FOLDED_KINDS]
         self.apply_all(mine)
         if events:
             self.seq = max(self.seq, events[-1].seq)
