@@ -15,7 +15,7 @@ What a reading holds, and where each figure comes from:
 - inlet (°C): the twin models no supply temperature, so it reads SUPPLY_C, the facility
   water's nominal, without noise.
 - leaks: the fault kinds (docs/formats.md) have no leak kind, so leaks exist only through
-  `inject_leak(tray)` / `clear_leaks(rack)`, called by tests or by whoever drives the twin.
+  `inject_leak(tray)`, called by tests or by whoever drives the twin.
 Noise is the twin's: keyed on (seed, call number), so the same seed and the same sequence of
 reads and fault changes give the same readings.
 """
@@ -119,11 +119,6 @@ class TwinCoolingDriver:
         self.leaks.setdefault(rack, set()).add(tray)
         if critical:
             self.critical.add(rack)
-
-    def clear_leaks(self, rack: str) -> None:
-        self._rack_known(rack)
-        self.leaks.pop(rack, None)
-        self.critical.discard(rack)
 
     def _rack_known(self, rack: str) -> None:
         if rack not in self.valve_open:
