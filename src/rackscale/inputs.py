@@ -181,12 +181,6 @@ def load_yaml_data(text: str, filename: str, *,
     return None if root is None else build_yaml(root, filename, error=error)
 
 
-def read_yaml_data(path: str | os.PathLike[str], what: str, *,
-                   error: type[UserError] = InputError) -> Any:
-    return load_yaml_data(read_text(path, what, error=error), os.fspath(path), error=error)
-
-
-
 def load_json(text: str, filename: str, *, error: type[UserError] = InputError) -> Any:
     """Plain data of a JSON text: syntax errors name the line; NaN/Infinity (not JSON) and
     nesting past the depth budget are errors."""

@@ -1,5 +1,5 @@
 """One registry type for everything chosen by name: rack templates, probes, fault kinds, failure
-models (and runners). Like `rackscale.errors` it imports nothing of rackscale, so every room can
+models (and runners). It imports nothing of rackscale but `rackscale.errors`, so every room can
 use it, and a probe still imports on a bare GPU machine without the fleet's pydantic.
 
 A registry is a read-only mapping from name to item, filled with `register(name)` (a decorator)

@@ -4,7 +4,7 @@ import pytest
 
 from rackscale.simulate import CAUSES, FAILURE_MODELS, UnknownFailureModel, failure_model
 
-# DESIGN.md fault kinds, plus the simulator's names for causes that are no twin fault.
+# The fault kinds (docs/formats.md), plus the simulator's names for causes that are no twin fault.
 DESIGN_KINDS = {"slow_gpu", "hbm_degraded", "gpu_dead", "sdc", "nvlink_port_down",
                 "nvlink_switch_down", "nvlink_switch_degraded", "bad_cable", "nic_dead",
                 "leaf_degraded", "leaf_down", "coolant_flow_low", "power_shelf_down", "flapping"}

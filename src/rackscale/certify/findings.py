@@ -1,4 +1,4 @@
-"""Findings (DESIGN.md format), their JSON lines, and the store events of a run
+"""Findings (docs/formats.md), their JSON lines, and the store events of a run
 (docs/contracts.md: certify.run, certify.finding, certify.result)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["STAGE_NAMES", "ComponentResult", "Finding", "store_run", "write_json
 @dataclass(slots=True, kw_only=True)
 class Finding:
     component: str
-    kind: str  # a fault kind (DESIGN.md), or "probe_error" when a probe raised
+    kind: str  # a fault kind (docs/formats.md), or "probe_error" when a probe raised
     stage: int
     evidence: dict[str, Any]
     confidence: float

@@ -54,9 +54,6 @@ class CampaignPlan:
     batches: list[PlannedBatch] = field(default_factory=list)
     findings: int = 0  # findings of the healthy twin: 0 unless the fleet cannot pass its model
 
-    def stage_batches(self, stage: int) -> list[PlannedBatch]:
-        return [b for b in self.batches if b.stage == stage]
-
 
 class RecordingBackend:
     """A backend that answers from the twin and records every question as a batch."""

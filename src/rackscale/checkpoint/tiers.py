@@ -83,9 +83,6 @@ class Tiers:
             write_durable(self.catalog_path(ckpt_id, tag),
                           json.dumps(entry, indent=1).encode(), sync=self.cfg.fsync and sync)
 
-    def catalog_ids(self) -> list[str]:
-        return sorted({k for k, _ in self.catalog_keys()})
-
     def catalog_keys(self) -> list[tuple[str, str]]:
         """(id, tag) of every catalog entry on this node."""
         out = []

@@ -2,7 +2,7 @@
 
 `TwinCoolingDriver` satisfies the `CoolingDriver` protocol of lifecycle/drivers.py (`read()`
 and `set_valve(rack, open_)`) structurally: Protocols are structural, so this room does not
-import lifecycle (DESIGN.md: faults may import fleet only) and lifecycle does not import
+import lifecycle (docs/design.md: faults may import fleet only) and lifecycle does not import
 faults; the CLI, which may import both, plugs one into the other.
 
 What a reading holds, and where each figure comes from:
@@ -14,8 +14,8 @@ What a reading holds, and where each figure comes from:
   from `clock`. A closed valve reads 0.
 - inlet (°C): the twin models no supply temperature, so it reads SUPPLY_C, the facility
   water's nominal, without noise.
-- leaks: the fault kinds (DESIGN.md) have no leak kind, so leaks exist only through
-  `inject_leak(tray)` / `clear_leaks(rack)`, called by tests or by whoever drives the twin.
+- leaks: the fault kinds (docs/formats.md) have no leak kind, so leaks exist only through
+  `inject_leak(tray)`, called by tests or by whoever drives the twin.
 Noise is the twin's: keyed on (seed, call number), so the same seed and the same sequence of
 reads and fault changes give the same readings.
 """
@@ -119,11 +119,6 @@ class TwinCoolingDriver:
         self.leaks.setdefault(rack, set()).add(tray)
         if critical:
             self.critical.add(rack)
-
-    def clear_leaks(self, rack: str) -> None:
-        self._rack_known(rack)
-        self.leaks.pop(rack, None)
-        self.critical.discard(rack)
 
     def _rack_known(self, rack: str) -> None:
         if rack not in self.valve_open:

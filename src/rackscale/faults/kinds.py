@@ -1,4 +1,4 @@
-"""Fault kinds (DESIGN.md): what each one breaks and which component it sits on.
+"""Fault kinds (docs/formats.md): what each one breaks and which component it sits on.
 
 A kind is data, not a class: the digital twin reads `target_kinds` to place it and the
 localizer names findings with the same words. `severity` is the fraction of nominal that

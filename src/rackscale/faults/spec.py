@@ -1,4 +1,4 @@
-"""The faults file (YAML, DESIGN.md) that the digital twin applies, validated with line numbers.
+"""The faults file (YAML, docs/formats.md) the digital twin applies, validated with line numbers.
 
     faults:
       - {target: us-east/r02/c07/gpu3, kind: slow_gpu, severity: 0.88}

@@ -1,6 +1,6 @@
 """The fleet spec (YAML, validated with pydantic) and the built-in seed fleets.
 
-Format (version 1), as in DESIGN.md:
+Format (version 1), as in docs/formats.md:
 
     name: seed-504
     regions:

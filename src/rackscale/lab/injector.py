@@ -1,4 +1,4 @@
-"""Faults applied for real on the lab, from the faults file format (DESIGN.md).
+"""Faults applied for real on the lab, from the faults file format (docs/formats.md).
 
   bad_cable               the NIC's veth shaped (both ends) to severity x its nominal rate
   nic_dead                the NIC's veth set down (its peer loses carrier)

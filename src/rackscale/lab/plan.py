@@ -71,14 +71,6 @@ class LabPlan:
                 return r
         raise LabPlanError(f"{gpu} is not a GPU rank of lab {self.fleet}")
 
-    def leaf_ports(self, leaf: str) -> list[str]:
-        """Fabric-side ports of a leaf bridge: its ranks' NICs and its spine uplink."""
-        b = next(b for b in self.bridges if b.id == leaf)
-        return [r.so_port for r in self.ranks if r.leaf == leaf] + [b.uplink or ""]
-
-    def domain_ports(self, domain: str) -> list[str]:
-        return [r.nv_port for r in self.ranks if r.domain == domain]
-
 
 def _addr(net: int, g: int) -> str:
     return f"10.{net}.{g // 200}.{g % 200 + 1}"

@@ -22,7 +22,7 @@ FINDING = "certify.finding"
 IncidentPayload = RecoveryIncidentV1
 JobPayload = RecoveryJobV1
 
-# A runtime symptom -> the fault kind (DESIGN.md) its finding names before any probe has
+# A runtime symptom -> the fault kind (docs/formats.md) its finding names before any probe has
 # localized it: the process or its GPU died, or the GPU is slow.
 SYMPTOM_KIND = {"fail_stop": "gpu_dead", "hang": "gpu_dead", "straggler": "slow_gpu"}
 

@@ -1,6 +1,6 @@
 """How each certification finding changes the ledger: one explicit rule per fault kind.
 
-A finding names a component and a fault kind (DESIGN.md). Its blast radius is the fleet
+A finding names a component and a fault kind (docs/formats.md). Its blast radius is the fleet
 model's `Topology.affected_gpus(component)`; the rule says what happens to those GPUs:
 
 - `remove`: they leave the healthy set (a dead, slow or corrupting GPU holds back every
