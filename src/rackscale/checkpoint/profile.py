@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -39,8 +39,8 @@ from rackscale.checkpoint.saver import CheckpointManager
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.inputs import load_json, read_text
 
-SCHEMA = "rackscale.storage-profile"
-SCHEMA_VERSION = 1
+SCHEMA: Final = "rackscale.storage-profile"
+SCHEMA_VERSION: Final = 1
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 PROBE_BYTES = 64 * KiB
 MEASURED = "measured on the tiers named in `tiers`, at the times given per figure"
