@@ -280,7 +280,7 @@ class _LedgerBuild:
         eff_kind, rule = rule_for(kind, p)
         action = effective_action(rule, p.get("verdict"))
         stage = p.get("stage")
-        row = {"component": cid, "kind": kind,
+        row: dict[str, Any] = {"component": cid, "kind": kind,
                "stage": None if stage is None else stage_name(stage),
                "verdict": p.get("verdict"), "confidence": p.get("confidence"),
                "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
