@@ -293,7 +293,8 @@ def diff(
     (--shape-gpus and --stages apply to those)."""
     from rackscale.report import diff_documents
 
-    shape, stores = _shape(shape_gpus, stages), {}
+    shape = _shape(shape_gpus, stages)
+    stores: dict[str, Any] = {}
     try:
         (old_doc, old_what), (new_doc, new_what) = (_report_at(r, stores, db, shape)
                                                     for r in (old, new))
