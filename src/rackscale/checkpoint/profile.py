@@ -141,7 +141,7 @@ class StorageProfile(BaseModel):
             if all(f is not None for f in figs):
                 out[key] = fit_affine(sizes, [f.seconds for f in figs])
         for role in ("local", "region", "replica", "archive"):
-            t = self.tier(role)  # type: ignore[arg-type]
+            t = self.tier(role)
             if t is not None:
                 out[f"restore.{role}"] = fit_affine(
                     sizes, [p.restore[t.name].seconds for p in self.points])

@@ -93,7 +93,7 @@ class Ledger:
 
 def _basis_of(backend: Any) -> Basis:
     provenance = Provenance.parse(backend)
-    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]
+    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]  # basis: "measured" or "simulated"
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
