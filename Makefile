@@ -17,6 +17,7 @@ demo: install
 test: install-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 # Benchmarks print ratios against a baseline measured in the same run; figures go to
@@ -36,4 +37,4 @@ lint: install-test
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf rackscale-data .pytest_cache .ruff_cache
+	rm -rf rackscale-data .pytest_cache .ruff_cache .mypy_cache

@@ -32,7 +32,7 @@ class Provenance(StrEnum):
     def parse(cls, value: object) -> Provenance | None:
         """The member a stored value names (`"twin"`, `"real"`), or None for anything else."""
         try:
-            return cls(value)
+            return cls(value) if isinstance(value, str) else None
         except ValueError:
             return None
 

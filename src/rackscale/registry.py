@@ -50,7 +50,7 @@ class Registry(Mapping[str, T]):
     def register(self, name: str, *, replace: bool = False) -> Callable[[Item], Item]:
         """Decorator: register the decorated object (a class, a factory) under `name`."""
         def deco(item: Item) -> Item:
-            self.add(name, item, replace=replace)  # type: ignore[arg-type]
+            self.add(name, item, replace=replace)  # type: ignore[arg-type]  # a registered item is a T
             return item
         return deco
 
@@ -91,7 +91,7 @@ class Registry(Mapping[str, T]):
         except KeyError:
             raise self.error(self.unknown_message(name)) from None
 
-    def get(self, name: str, default: T | None = None) -> T | None:  # type: ignore[override]
+    def get(self, name: str, default: T | None = None) -> T | None:  # type: ignore[override]  # Mapping.get's overloads in one
         return self._items.get(name, default)
 
     def __contains__(self, name: object) -> bool:

@@ -85,6 +85,7 @@ def learn(model: HardwareModel, fabric: Fabric, flat: np.ndarray, offsets: np.nd
     cls = bottleneck(model, fabric, flat, offsets)
     n_cls = len(model.classes(fabric))
     ok = np.isfinite(eff)
+    pooled_basis: Basis
     if ok.sum() >= MIN_SAMPLES:
         pooled, pooled_sig, pooled_basis = *_stats(eff[ok]), "pooled"
     elif spec_eff is not None:

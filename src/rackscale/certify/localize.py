@@ -16,7 +16,7 @@ n(n-1)/2 of all-pairs testing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -95,7 +95,7 @@ def _blame_pairs(members: np.ndarray, out: Outcome, ref: int | None, outside: bo
     return [Suspect("member", np.asarray([m]), o, trail) for m, o in hits]
 
 
-def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
+def bisect(failing: Sequence[tuple[np.ndarray, Outcome, int | None]], test: Tester,
            ) -> tuple[list[Suspect], int]:
     """Suspects behind each failing group (members, its outcome, a known-good GPU or None).
     Returns the suspects and the number of tests run."""
@@ -119,7 +119,7 @@ def bisect(failing: list[tuple[np.ndarray, Outcome, int | None]], test: Tester,
             groups += batch
         outs = test(groups)
         tests += len(groups)
-        nxt = []
+        nxt: list[tuple[np.ndarray, Outcome, int | None, list[dict[str, object]], bool]] = []
         pos = 0
         for (members, out, ref, trail, outside), count in zip(pending, plan, strict=True):
             mine, pos = outs[pos:pos + count], pos + count

@@ -115,6 +115,6 @@ def plan_campaign(topo: Topology, config: LadderConfig | None = None, *,
     def progress(stage: int, _msg: str) -> None:
         rec.stage = stage
 
-    run = Ladder(topo, rec, config, seed=seed).run(progress)  # type: ignore[arg-type]
+    run = Ladder(topo, rec, config, seed=seed).run(progress)
     return CampaignPlan(fleet=topo.spec.name, config=config, batches=rec.batches,
                         findings=len(run.findings))

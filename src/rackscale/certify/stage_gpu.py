@@ -142,7 +142,7 @@ def _gpu_findings(st: RunState, judged: _GpuJudgement, hot_racks: set[int]) -> n
     repeats = st.config.repeats
     failed = np.zeros(len(gpus), bool)
     suspects = gemm.error_mask.any(axis=0) | checksum_bad.any(axis=0) | jg.failed | jh.failed
-    for p in np.flatnonzero(suspects):
+    for p in map(int, np.flatnonzero(suspects)):
         g = int(gpus[p])
         gid = topo.gpu_ids[g]
         err_n = int(gemm.error_mask[:, p].sum())

@@ -7,6 +7,7 @@ until one GPU's NVLink port is left (localize.bisect)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     explained: set[int] = set()
     for pos in np.flatnonzero(j.failed & valid):
         d, k = divmod(int(pos), npl)
-        kind = NVLINK_SWITCH_DOWN if j.fail_rel(pos) <= DOWN_REL else NVLINK_SWITCH_DEGRADED
+        kind = NVLINK_SWITCH_DOWN if j.fail_rel(int(pos)) <= DOWN_REL else NVLINK_SWITCH_DEGRADED
         st.finding_from(topo.domain_switches[int(d_arr[d])][k], kind, stage, j, int(pos),
                         "GB/s", s.source, {"fabric": "nvlink", "domain": topo.domains[
                             int(d_arr[d])]})
@@ -54,7 +55,7 @@ def _check_planes(st: RunState, domains: list[int], stage: int) -> set[int]:
     return explained
 
 
-def _localize_members(st: RunState, failing: list[tuple[np.ndarray, Outcome, int | None]],
+def _localize_members(st: RunState, failing: Sequence[tuple[np.ndarray, Outcome, int | None]],
                       stage: int) -> tuple[list[int], list[np.ndarray]]:
     """Bisect failing NVLink groups; returns the domains left to check plane by plane and
     the groups whose shortfall no retest reproduced (they pass: `RunState.cleared`)."""
@@ -110,8 +111,8 @@ def run_stage_tray(st: RunState) -> None:
         st.ok[gpus] = False
         return
     passed = ~j.failed | _is_cleared(groups, cleared)
-    for i, g in enumerate(groups):
-        if not passed[i] or int(topo.gpu_domain[g[0]]) in explained:
+    for n, g in enumerate(groups):
+        if not passed[n] or int(topo.gpu_domain[g[0]]) in explained:
             st.ok[g] = False  # escalation: the tray stops here
         else:
             st.passed[2][g] = True

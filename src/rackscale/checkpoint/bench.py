@@ -11,8 +11,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from rackscale.checkpoint.config import Retention, StoreSpec, TiersConfig
+from rackscale.checkpoint.manifest import Manifest
 from rackscale.checkpoint.restore import Restorer
 from rackscale.checkpoint.saver import CheckpointManager
 from rackscale.checkpoint.seaweed import SeaweedFS
@@ -155,7 +157,7 @@ def bench_restore(work: Path, sizes: list[int], log: Log) -> dict:
             def cached_read(tiers: Tiers = tiers, key: str = key) -> float:
                 # the object read alone, after the per-checkpoint manifest revalidation
                 from rackscale.checkpoint.hashing import digest
-                m = tiers.read_manifest(tiers.local, "step-00000001")
+                m = cast(Manifest, tiers.read_manifest(tiers.local, "step-00000001"))  # just saved
                 t0 = time.perf_counter()
                 it = m.items[0]
                 with open(tiers.local.path(key), "rb") as f:

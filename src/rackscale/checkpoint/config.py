@@ -86,7 +86,7 @@ class TiersConfig(BaseModel):
     upload_parallelism: int = Field(default=8, ge=1, le=64)
     restore_parallelism: int = Field(default=8, ge=1, le=64)
     backpressure: Literal["wait", "skip"] = "wait"
-    hash_algo: Literal["blake3", "sha256"] = DEFAULT_ALGO  # type: ignore[assignment]
+    hash_algo: Literal["blake3", "sha256"] = DEFAULT_ALGO  # type: ignore[assignment]  # one of the two; a str to mypy
     retention: Retention = Field(default_factory=Retention)
     fsync: bool = True
     # A multi-rank save: how long the coordinator waits in the background for the other

@@ -91,7 +91,7 @@ class TieredStorageWriter(FileSystemWriter):
         self._pre: Future | None = None
         path = self.tiers.local.path(self.tiers.layout.data_prefix(self.ckpt_id))
         super().__init__(path, sync_files=cfg.fsync, overwrite=True, **fs_options)
-        self.fs = HashingFileSystem(cfg.chunk_size, cfg.hash_algo)
+        self.fs: HashingFileSystem = HashingFileSystem(cfg.chunk_size, cfg.hash_algo)
 
     # --- DCP's protocol -----------------------------------------------------------------------
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:

@@ -38,8 +38,9 @@ def demo_checkpoint(data_dir: Path, say: Callable[[str], None], seed: int = 7) -
     cfg = default_config(data_dir)
     shutil.rmtree(Path(data_dir) / "checkpoints", ignore_errors=True)
     rng = np.random.default_rng(seed)
-    state = {"model.weight": rng.standard_normal((512, 1024), dtype=np.float32),
-             "optimizer.step": np.array([1000], dtype=np.int64)}
+    state: dict[str, np.ndarray] = {
+        "model.weight": rng.standard_normal((512, 1024), dtype=np.float32),
+        "optimizer.step": np.array([1000], dtype=np.int64)}
     with CheckpointManager(cfg) as mgr:
         r1 = mgr.save(1000, state).wait(30)
         r2 = mgr.save(2000, state | {"optimizer.step": np.array([2000])}).wait(30)

@@ -14,7 +14,7 @@ from typing import Any
 try:
     import blake3 as _blake3
 except ImportError:  # pragma: no cover - blake3 is in the s3/test env; sha256 keeps us working
-    _blake3 = None
+    _blake3 = None  # type: ignore[assignment]  # absent module; each use checks for None
 
 DEFAULT_ALGO = "blake3" if _blake3 is not None else "sha256"
 

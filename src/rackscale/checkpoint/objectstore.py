@@ -8,6 +8,7 @@ by upload id (`list_parts`) after the uploader was killed.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
@@ -48,7 +49,7 @@ class ObjectStore(Protocol):
     def list_parts(self, key: str, upload_id: str) -> dict[int, str]: ...
     def complete_upload(self, key: str, upload_id: str, parts: dict[int, str]) -> str: ...
     def abort_upload(self, key: str, upload_id: str) -> None: ...
-    def list_uploads(self, prefix: str) -> list[tuple[str, str]]: ...
+    def list_uploads(self, prefix: str) -> builtins.list[tuple[str, str]]: ...
 
 
 def _fsync_dir(path: Path) -> None:
@@ -260,7 +261,7 @@ class LocalDirStore:
                 p.unlink()
             updir.rmdir()
 
-    def list_uploads(self, prefix: str) -> list[tuple[str, str]]:
+    def list_uploads(self, prefix: str) -> builtins.list[tuple[str, str]]:
         root = self.root / ".uploads"
         out = []
         if root.exists():

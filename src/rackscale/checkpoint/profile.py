@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -39,8 +39,8 @@ from rackscale.checkpoint.saver import CheckpointManager
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.inputs import load_json, read_text
 
-SCHEMA = "rackscale.storage-profile"
-SCHEMA_VERSION = 1
+SCHEMA: Final = "rackscale.storage-profile"
+SCHEMA_VERSION: Final = 1
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 PROBE_BYTES = 64 * KiB
 MEASURED = "measured on the tiers named in `tiers`, at the times given per figure"
@@ -141,7 +141,7 @@ class StorageProfile(BaseModel):
             if all(f is not None for f in figs):
                 out[key] = fit_affine(sizes, [f.seconds for f in figs])
         for role in ("local", "region", "replica", "archive"):
-            t = self.tier(role)  # type: ignore[arg-type]
+            t = self.tier(role)
             if t is not None:
                 out[f"restore.{role}"] = fit_affine(
                     sizes, [p.restore[t.name].seconds for p in self.points])

@@ -9,6 +9,7 @@ with the first reachable remote one, so a checkpoint re-saved upstream is never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import threading
@@ -94,7 +95,7 @@ class Restorer:
     def list_ids(self) -> list[str]:
         ids: set[str] = set()
         for s in self.tiers.all:
-            got = self._try(s, lambda s=s: self.tiers.committed_ids(s))
+            got = self._try(s, functools.partial(self.tiers.committed_ids, s))
             ids.update(got or [])
         return sorted(ids)
 
@@ -122,7 +123,7 @@ class Restorer:
             return ckpt_id
         ptrs: list[tuple[LatestPointer, str]] = []
         for s in self.tiers.all:
-            raw = self._try(s, lambda s=s: self._get_latest(s))
+            raw = self._try(s, functools.partial(self._get_latest, s))
             if raw is None:
                 continue
             try:
@@ -247,7 +248,7 @@ class Restorer:
         """Every chunk of every item into `data_dir`, each checked against the manifest."""
         served: Counter[str] = Counter()
         data_dir.mkdir(parents=True, exist_ok=True)
-        tasks = []
+        tasks: list[tuple[ItemEntry, int, Path]] = []
         for it in m.items:
             path = data_dir / it.name
             if not path.exists() or path.stat().st_size != it.size:
@@ -265,9 +266,10 @@ class Restorer:
             else:
                 remote_tasks.append(t)
         if remote_tasks:
+            def fetch(t: tuple[ItemEntry, int, Path]) -> str:
+                return self._chunk(m, *t, report, bad_remote)
             with ThreadPoolExecutor(self.tiers.cfg.restore_parallelism) as pool:
-                for tier in pool.map(lambda t: self._chunk(m, *t, report, bad_remote),
-                                     remote_tasks):
+                for tier in pool.map(fetch, remote_tasks):
                     served[tier] += 1
         return served
 
@@ -325,7 +327,8 @@ class Restorer:
             if not self._size_ok(s, m, it, report, bad_remote):
                 continue
             try:
-                data = b"" if end <= start else self._try(s, lambda s=s: s.get(key, start, end))
+                data = b"" if end <= start else self._try(
+                    s, functools.partial(s.get, key, start, end))
             except ObjectMissing:
                 continue
             if data is None:

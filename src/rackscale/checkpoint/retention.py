@@ -86,8 +86,7 @@ def gc(tiers: Tiers, *, dry_run: bool = False) -> GcReport:
             # they count among the local copies, by the step their part records name.
             parts = local_part_steps(tiers) if s is tiers.local else {}
             ids = sorted(set(ids) | set(parts))
-            ids.sort(key=lambda i, s=s, bad=bad: (
-                max(_step_of(tiers, s, i, bad), parts.get(i, -1)), i))
+            ids.sort(key=lambda i: (max(_step_of(tiers, s, i, bad), parts.get(i, -1)), i))
             keep = set(ids[-keep_n[s.name]:]) | latest_ids | bad
             report.damaged.extend(f"{s.name}:{i}" for i in sorted(bad))
             report.kept[s.name] = [i for i in ids if i in keep]

@@ -8,6 +8,7 @@ retry budget is small so an unreachable region fails fast and the next tier is t
 from __future__ import annotations
 
 import base64
+import builtins
 import functools
 import hashlib
 from collections.abc import Callable
@@ -63,7 +64,7 @@ def _translate(fn: F) -> F:
                 raise ObjectMissing(f"{self.name}: {code} for {args[0] if args else '?'} in "
                                     f"bucket {self.bucket}") from None
             raise CheckpointError(f"store {self.name!r}: {code}: {err}") from None
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # wraps fn: the same arguments and result
 
 
 class S3Store:
@@ -189,6 +190,6 @@ class S3Store:
                 raise
 
     @_translate
-    def list_uploads(self, prefix: str) -> list[tuple[str, str]]:
+    def list_uploads(self, prefix: str) -> builtins.list[tuple[str, str]]:
         r = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix)
         return [(u["Key"], u["UploadId"]) for u in r.get("Uploads", [])]

@@ -92,6 +92,6 @@ def config_options(model: type[BaseModel],
             config = {name: kwargs.pop(name) for name in options}
             return fn(**kwargs, **{CONFIG_PARAM: config})
 
-        command.__signature__ = sig.replace(parameters=new)  # type: ignore[attr-defined]
-        return command  # type: ignore[return-value]
+        command.__signature__ = sig.replace(parameters=new)  # type: ignore[attr-defined]  # inspect reads it; typeshed lacks it
+        return command  # type: ignore[return-value]  # fn wrapped, its signature set above
     return deco

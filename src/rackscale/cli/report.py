@@ -126,7 +126,7 @@ def shapes_table(shapes: list[dict[str, Any]]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="job shapes (* = the ledger's)")
     for col, just in (("shape", "left"), ("template", "left"), ("GPUs/job", "right"),
                       ("jobs", "right"), ("certified", "right"), ("expected", "right")):
-        table.add_column(col, justify=just, no_wrap=col == "shape")  # type: ignore[arg-type]
+        table.add_column(col, justify=just, no_wrap=col == "shape")  # type: ignore[arg-type]  # rich's justify literals
     for s in shapes:
         table.add_row(("* " if s["headline"] else "  ") + escape(s["name"]),
                       escape(s["template"]), f"{s['gpus_per_job']:,}", f"{s['jobs']:,}",
@@ -239,7 +239,7 @@ def print_diff(diff: dict[str, Any]) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="ledger")
     for col, just in (("step", "left"), ("before", "right"), ("now", "right"),
                       ("change", "right"), ("why (GPUs lost by reason, change)", "left")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        table.add_column(col, justify=just)  # type: ignore[arg-type]  # rich's justify literals
     for s in diff["ledger"]:
         why = "\n".join(f"{c} {d:+,g}" for c, d in s["lost_delta"].items())
         table.add_row(escape(SHORT.get(s["key"], s["label"])), _fmt(s["old"]), _fmt(s["new"]),
@@ -295,7 +295,8 @@ def diff(
     (--shape-gpus and --stages apply to those)."""
     from rackscale.report import diff_documents
 
-    shape, stores = _shape(shape_gpus, stages), {}
+    shape = _shape(shape_gpus, stages)
+    stores: dict[str, Any] = {}
     try:
         (old_doc, old_what), (new_doc, new_what) = (_report_at(r, stores, db, shape)
                                                     for r in (old, new))

@@ -7,7 +7,7 @@ can say `fleet.yaml:7: regions[0].racks[1].count: ...`. Other rooms (faults file
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ def read_yaml(path: str, what: str = "YAML spec") -> YamlSource:
     return load_yaml(read_text(path, what, error=SpecError), path)
 
 
-def _hint(err: dict[str, Any]) -> str:
+def _hint(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":

@@ -43,12 +43,19 @@ NOT_REAL = {
 class FaultLike(Protocol):
     """A fault of the faults file (`rackscale.faults.Fault` has these fields)."""
 
-    target: str
-    kind: str
-    severity: float | None
-    of: str | None
-    duty: float | None
-    period_s: float | None
+    # Read-only (properties), as the frozen `Fault`'s fields are.
+    @property
+    def target(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> float | None: ...
+    @property
+    def of(self) -> str | None: ...
+    @property
+    def duty(self) -> float | None: ...
+    @property
+    def period_s(self) -> float | None: ...
 
 
 def check_real(fault: FaultLike) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
@@ -376,7 +376,7 @@ class Controller(SafetyResponses):
         repository.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
                               expect=row.state, extra=extra or None, state=self.state)
         if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
-            rack = self.topo.holder(cid).rack
+            rack = cast(str, self.topo.holder(cid).rack)  # a tray always sits in a rack
             delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)
             ps.bad[rack] = ps.bad.get(rack, 0) + delta
         row.state = str(to)

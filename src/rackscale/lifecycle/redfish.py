@@ -47,6 +47,8 @@ class BmcCredentials:
 def bmc_credentials(environ: Mapping[str, str] | None = None) -> BmcCredentials | None:
     """The BMC credentials from the environment (file first), or None when none are set."""
     env = os.environ if environ is None else environ
+    user: str | None
+    password: str | None
     path = env.get(BMC_CREDENTIALS_ENV)
     if path:
         text = read_text(path, "BMC credentials", max_bytes=4096, error=DriverError).strip()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Float, Integer, String, select, update
+from sqlalchemy import CursorResult, Float, Integer, String, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from rackscale.errors import UserError
@@ -225,7 +225,7 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
     res = s.execute(update(LifecycleRow)
                     .where(LifecycleRow.component_id == cid, LifecycleRow.state == src)
                     .values(state=to, seq=seq, updated=datetime.now(UTC)))
-    if res.rowcount != 1:  # someone else moved it between our read and write
+    if cast(CursorResult[Any], res).rowcount != 1:  # moved by another writer since our read
         raise _stale(cid, "changed concurrently", src)
     s.expire(row)
     return Transition(cid, row.machine, src, to, seq)

@@ -12,6 +12,7 @@ the legal targets. Nothing else in rackscale decides whether a move is allowed.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from rackscale.errors import UserError
 
@@ -128,7 +129,8 @@ ONBOARDING_PATH: tuple[RackState, ...] = (
 )
 
 RACK, TRAY = "rack", "tray"
-MACHINES = {RACK: (RackState, RACK_TRANSITIONS), TRAY: (TrayState, TRAY_TRANSITIONS)}
+MACHINES: dict[str, tuple[type[RackState] | type[TrayState], dict[Any, frozenset[Any]]]] = {
+    RACK: (RackState, RACK_TRANSITIONS), TRAY: (TrayState, TRAY_TRANSITIONS)}
 
 
 class IllegalTransition(UserError):

@@ -82,7 +82,7 @@ class Recorder:
                      f"{inc.symptom} in job {inc.job}: {inc.outcome}")
 
     def job(self, st: JobState, status: str, ckpt_id: str | None, message: str = "") -> None:
-        p = JobPayload(job=st.job, status=status, gpus=st.gpus,  # type: ignore[arg-type]
+        p = JobPayload(job=st.job, status=status, gpus=st.gpus,
                        spares_left=len(st.spares), excluded=sorted(st.excluded),
                        attempt=st.attempt, ckpt_id=ckpt_id, message=message)
         self._append(f"job/{st.job}", JOB, p.model_dump(mode="json"), f"job {status}")

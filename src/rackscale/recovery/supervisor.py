@@ -17,6 +17,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from rackscale.certify import Placement
 from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
@@ -393,7 +394,7 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 
-    def _fail(self, message: str, kind: type[UserError] = SparesExhausted) -> None:
+    def _fail(self, message: str, kind: type[UserError] = SparesExhausted) -> NoReturn:
         self.setup.recorder.job(self.state, "failed", None, message)
         raise kind(message)
 

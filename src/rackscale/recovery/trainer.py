@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(prog="rackscale.recovery.trainer")
     for name, f in DemoSettings.model_fields.items():
-        kind = {int: int, float: float}.get(f.annotation, str)  # type: ignore[call-overload]
+        kind = int if f.annotation is int else float if f.annotation is float else str
         ap.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
     ap.add_argument("--job-dir", default=".")
     args = vars(ap.parse_args(argv))

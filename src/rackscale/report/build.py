@@ -25,8 +25,8 @@ INDENT_UP_TO_RACKS = 64
 class BuiltReport:
     doc: dict[str, Any]
     ledger: Ledger
-    html_path: Path | None
-    json_path: Path | None
+    html_path: Path
+    json_path: Path
     seconds: float
 
 

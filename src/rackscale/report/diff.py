@@ -115,7 +115,7 @@ def diff_documents(old: Any, new: Any) -> dict[str, Any]:
     """The changes from report `old` to report `new` (both report.json documents)."""
     old, new = _check(old, "OLD"), _check(new, "NEW")
     added, cleared = _findings(old, new)
-    out = {"old": _stamp(old), "new": _stamp(new), "ledger": _ledger(old, new),
+    out: dict[str, Any] = {"old": _stamp(old), "new": _stamp(new), "ledger": _ledger(old, new),
            "findings_new": added, "findings_cleared": cleared, "racks": _racks(old, new),
            "job_shapes": _shapes(old, new)}
     out["empty"] = not any(out[k] for k in ("ledger", "findings_new", "findings_cleared",

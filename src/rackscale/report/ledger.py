@@ -113,7 +113,7 @@ class Ledger:
 
 def _basis_of(backend: Any) -> Basis:
     provenance = Provenance.parse(backend)
-    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]
+    return provenance.basis if provenance else "recorded"  # type: ignore[return-value]  # basis: "measured" or "simulated"
 
 
 def _lifecycle_backend(view: StoreView) -> Basis:
@@ -300,7 +300,7 @@ class _LedgerBuild:
         eff_kind, rule = rule_for(kind, p)
         action = effective_action(rule, p.get("verdict"))
         stage = p.get("stage")
-        row = {"component": cid, "kind": kind,
+        row: dict[str, Any] = {"component": cid, "kind": kind,
                "stage": None if stage is None else stage_name(stage),
                "verdict": p.get("verdict"), "confidence": p.get("confidence"),
                "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,

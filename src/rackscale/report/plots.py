@@ -76,7 +76,7 @@ def _sweep_points(sweep: Any) -> list[tuple[str, float, float | None, float | No
     room's `sweep()` dict ({param, points: [{value, ettr: {mean, ci95}}]}) or a plain list."""
     param = sweep.get("param") if isinstance(sweep, dict) else None
     rows = sweep.get("points", []) if isinstance(sweep, dict) else sweep
-    out = []
+    out: list[tuple[str, float, float | None, float | None]] = []
     for row in rows if isinstance(rows, list) else []:
         if not isinstance(row, dict):
             continue

@@ -22,7 +22,8 @@ def storage_section(ev: Any) -> dict[str, Any]:
     ref = p.get("reference_interval_min")
     setups = {}
     for name, s in (p.get("setups") or {}).items():
-        at = next((pt for pt in s.get("points", []) if pt.get("interval_min") == ref), {})
+        at: dict[str, Any] = next(
+            (pt for pt in s.get("points", []) if pt.get("interval_min") == ref), {})
         setups[name] = {"optimal_interval_min": s.get("optimal_interval_min"),
                         "optimal_ettr": s.get("optimal_ettr"), "young_min": s.get("young_min"),
                         "daly_min": s.get("daly_min"),

@@ -60,13 +60,13 @@ def _signature(v: Verification, out: Path, pub: Any, root: str) -> None:
         return
     v.key_id = sig.get("key_id")
     v.add("signature", signature_valid(sig, pub), f"valid Ed25519 signature by {v.key_id}")
-    statement = sig.get("statement") if isinstance(sig.get("statement"), dict) else {}
+    statement = st if isinstance(st := sig.get("statement"), dict) else {}
     signed_root = statement.get("evidence_root")
     v.add("signed bundle", None if signed_root == root else
           f"signature.json signs evidence {signed_root}, but this bundle's evidence/manifest.json "
           f"hashes to {root}: a signature of another bundle, or evidence of another run",
           "the signature covers this bundle's evidence root")
-    signed = statement.get("files") if isinstance(statement.get("files"), dict) else {}
+    signed = fs if isinstance(fs := statement.get("files"), dict) else {}
     for name in SIGNED_FILES:
         path = out / name
         if not path.is_file():

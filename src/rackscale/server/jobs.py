@@ -194,4 +194,4 @@ def certify_job(request: Request,
     if job is None:
         raise ApiError(404, f"no certification job {job_id!r} (jobs are kept in memory "
                        f"until the server restarts, the last {MAX_KEPT})")
-    return job.as_dict()  # type: ignore[no-any-return]
+    return job.as_dict()

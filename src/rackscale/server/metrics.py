@@ -89,7 +89,7 @@ class Metrics:
         self.checkpoints = checkpoints or CheckpointSource(None)
         self.collector = FleetCollector(cache, self.checkpoints)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)  # type: ignore[arg-type]
+        self.registry.register(self.collector)
         self._lock = threading.Lock()
 
     def render(self) -> bytes:
@@ -98,7 +98,7 @@ class Metrics:
             listed_at = self.checkpoints.listed_at()  # lists the tiers when due
             kept = snap.memo.get("metrics")  # (listing time, body): only the latest
             if kept is not None and kept[0] == listed_at:
-                return kept[1]  # type: ignore[no-any-return]
+                return kept[1]
             self.collector.snap = snap
             try:
                 body = generate_latest(self.registry)

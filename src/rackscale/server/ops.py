@@ -46,7 +46,7 @@ def incidents(store: Store, snap: Snapshot) -> list[dict[str, Any]]:
                              component=e.component_id)
                 for e in store.events(kind=INCIDENT, newest_first=True, until_seq=snap.seq)]
 
-    return snap.derived("incidents", build)  # type: ignore[no-any-return]
+    return snap.derived("incidents", build)
 
 
 def _histogram(values: list[float], key: list[str], fam: HistogramMetricFamily) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rackscale.simresult import SimResult
 from rackscale.simulate.results import SIMULATED, SweepResult
@@ -60,7 +60,7 @@ def write_csv(sweep: SweepResult, path: Path) -> None:
             ])
 
 
-def write_png(sweep: dict[str, Any], path: Path) -> None:
+def write_png(sweep: SweepResult, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,7 +68,8 @@ def write_png(sweep: dict[str, Any], path: Path) -> None:
 
     xs = [float(v) for v in sweep.values]
     ys = [pt.ettr.mean for pt in sweep.points]
-    err = [0.0 if math.isnan(pt.ettr.ci95) else pt.ettr.ci95 for pt in sweep.points]
+    half = [cast(float, pt.ettr.ci95) for pt in sweep.points]  # the simulator's: half-widths
+    err = [0.0 if math.isnan(h) else h for h in half]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label="simulated ETTR (95% CI)")
     best = sweep.optimum

@@ -9,6 +9,7 @@ a `SweepResult` of one `SweepPoint` (a result and its value) per value; both say
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -204,7 +205,7 @@ def sweep(config: SimConfig, fleet: FleetShape, param: str, values: list[float],
     points = []
     for n, (v, p) in enumerate(zip(values, plans, strict=True)):
         t0 = time.perf_counter()
-        tl = simulate(p, None if progress is None else (lambda f, n=n: progress(n, f)))
+        tl = simulate(p, None if progress is None else functools.partial(progress, n))
         run = summarize(p, tl, time.perf_counter() - t0)
         points.append(SweepPoint.model_validate(run.model_dump() | {"value": v}))
     means = np.array([pt.ettr.mean for pt in points])

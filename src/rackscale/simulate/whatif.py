@@ -126,7 +126,7 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
     lost_at_ref: dict[str, np.ndarray] = {}
     done, total = 0, len(SETUPS) * len(intervals)
     for name, ps in plans.items():
-        rows = []
+        rows: list[dict[str, Any]] = []
         for iv, p in zip(intervals, ps, strict=True):
             ev = evaluate(p, fails)
             ettr = ev["work"] / h

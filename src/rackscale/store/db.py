@@ -11,7 +11,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -146,7 +146,7 @@ def _sqlite_time(text: str) -> datetime:
         return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _decoded(rows: list[Any], dialect: str) -> list[Event]:
+def _decoded(rows: Sequence[Any], dialect: str) -> list[Event]:
     """Events of rows over `_RAW_COLS`: every payload decoded by one `json.loads` over a JSON
     array of the stored texts (one C call instead of one Python call chain per row)."""
     if not rows:

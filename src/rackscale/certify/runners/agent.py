@@ -44,7 +44,7 @@ from typing import Any
 if __package__:
     from rackscale.certify.runners import fabric_env
 else:  # run by path (how runners start it): its sibling module, nothing else of rackscale
-    import fabric_env  # type: ignore[no-redef]
+    import fabric_env  # type: ignore[no-redef, import-not-found]  # the sibling file, by path
 
 
 def _cpu_quota() -> float | None:
@@ -317,7 +317,7 @@ class Agent:
         if op == "allreduce":
             return self.allreduce(c)
         if op == "cpu":
-            reply: dict[str, Any] = {"cpu_quota": _cpu_quota()}
+            reply = {"cpu_quota": _cpu_quota()}
             if self.cuda:  # a GPU rank's clock and temperature are its GPU's (NVML)
                 try:
                     reply["gpu"] = self.nvml()

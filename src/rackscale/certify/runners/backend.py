@@ -12,10 +12,11 @@ import numpy as np
 from rackscale.certify.measure import BackendName, Groups, Timed
 from rackscale.certify.runners.base import Runner
 from rackscale.fleet import Topology
+from rackscale.provenance import Provenance
 
 
 class RunnerBackend:
-    name: BackendName = "real"
+    name: BackendName = Provenance.REAL  # as the other backends: the member, not its string
 
     def __init__(self, topo: Topology, runner: Runner, *, gemm_n: int = 256,
                  gemm_min_s: float = 0.4, copy_bytes: int = 16 << 20) -> None:
