@@ -71,6 +71,12 @@ MODULES: dict[str, list[str]] = {
                               "tests/checkpoint/test_restore_edges.py",
                               "tests/checkpoint/test_units.py",
                               "-k", "not seaweedfs and not demo_step"],
+    # Real PyTorch ranks over gloo and SeaweedFS (test_multinode.py) are left to `make test`.
+    "checkpoint/multinode.py": ["tests/checkpoint/test_multinode_rules.py"],
+    "recovery/detect.py": ["tests/recovery/test_detect.py"],
+    # test_localize.py's collective tests score recovery/detect.py's CollectiveDetector.
+    "recovery/localize.py": ["tests/recovery/test_localize.py", "-k",
+                             "not collective and not checkpoint_push and not attempts_start"],
 }
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
@@ -125,6 +131,23 @@ EQUIVALENT: list[Equivalent] = [
                r"range\(n if n >",
                "the ring is laid for groups of two or three (one is tested alone, four or more "
                "are halved): for n in {2, 3}, n != 2 is n > 2"),
+    Equivalent("recovery/detect.py", "NumberReplacer",
+               r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
+               "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
+               "<= 0 and < 1 agree (< -1 is killed: SIGHUP is -1)", number_offset=+1),
+    Equivalent("recovery/detect.py", "ReplaceComparisonOperator_Lt_LtE",
+               r"not \(codes\[r\] or 0\) <|code is not None and code <",
+               "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0 "
+               "and <= 0 agree"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"not \(codes\[r\] or 0",
+               "only ranks with a non-zero exit code are ranked: `codes[r] or 0` never falls "
+               "back to its 0"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"round\(smooth\[worst\] or 0\.0",
+               "the flagged rank was scored, so it has a time, and a time of zero scores fast "
+               "(never flagged): the fallback is never taken"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"self\.scored_to = -1",
+               "steps are numbered from 0: -1 and -2 both precede every step",
+               number_offset=+1),
     Equivalent("report/ledger.py", "ReplaceUnaryOperator_Delete_USub",
                r"""rsplit\(["']/["'], 1\)\[-1?""",
                "component ids always hold a '/': rsplit('/', 1) has two parts, [1] is [-1]"),
