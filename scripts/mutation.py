@@ -131,6 +131,14 @@ EQUIVALENT: list[Equivalent] = [
                r"range\(n if n >",
                "the ring is laid for groups of two or three (one is tested alone, four or more "
                "are halved): for n in {2, 3}, n != 2 is n > 2"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Eq_GtE",
+               r'return sp\.kind ==',
+               "a suspect's kind is member, common or unresolved: of these only 'unresolved' "
+               "sorts at or after 'unresolved'"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Gt_NotEq",
+               r'and len\(sp\.trail\) >',
+               "every suspect is made by bisect with its group's own step first in its trail: "
+               "a trail is never empty, so != 1 is > 1"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
@@ -479,6 +487,27 @@ def recheck(module: str, out_dir: Path, timeout: float) -> dict[str, object]:
     return res
 
 
+def table(scores: Path = SCORES) -> str:
+    """The recorded scores as TESTING.md's "Last scores" rows."""
+    rows = ["| module | killed / scored | score | equivalent excluded | survivors | date | "
+            "module sha256 | command |", "|---|---|---|---|---|---|---|---|"]
+    for module, r in json.loads(scores.read_text()).items():
+        rows.append(f"| `{module}` | {r['killed']} / {r['scored']} | {r['score']}% | "
+                    f"{r['equivalent_excluded']} | {len(r['survivors'])} | {r['date']} | "
+                    f"`{r['module_sha256'][:12]}` | `{r['command']}` |")
+    return "\n".join(rows)
+
+
+def equivalents() -> str:
+    """EQUIVALENT as TESTING.md's list."""
+    def offset(eq: Equivalent) -> str:
+        if eq.number_offset is None:
+            return " (both)" if eq.operator == "NumberReplacer" else ""
+        return f" ({eq.number_offset:+d})"
+    return "\n".join(f"- `{eq.module}`, {eq.operator}{offset(eq)} after `{eq.context}`: "
+                     f"{eq.why}." for eq in EQUIVALENT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULES)}")
@@ -491,7 +520,13 @@ def main(argv: list[str] | None = None) -> int:
                          "(a development aid: it does not update the recorded score)")
     ap.add_argument("--no-record", action="store_true",
                     help=f"do not write the scores into {SCORES.name}")
+    ap.add_argument("--table", action="store_true",
+                    help=f"print the scores recorded in {SCORES.name} and the equivalent "
+                         "mutants as TESTING.md's Markdown")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table() + "\n\n" + equivalents())
+        return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         print(f"unknown module {unknown[0]!r}; valid modules: {', '.join(MODULES)}",
