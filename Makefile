@@ -15,7 +15,7 @@ demo: install
 	$(BIN)/rackscale demo
 
 test: install-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
@@ -34,7 +34,7 @@ mutation: install-test
 	nice -n 10 $(BIN)/python scripts/mutation.py $(if $(JOBS),--jobs $(JOBS),) $(MODULES)
 
 lint: install-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 
 clean:
 	rm -rf rackscale-data .pytest_cache .ruff_cache .mypy_cache

@@ -4,19 +4,26 @@
 For each module, in a private copy of the tree (Cosmic Ray mutates files in place; the working
 tree is never touched), Cosmic Ray changes one operator or constant at a time and runs the
 module's focused tests; a mutant that no test notices "survives". Prints a score per module and
-every survivor's diff, and writes `mutation-report/<module>.json` (and `summary.json`).
+every survivor's diff, and writes `mutation-report/<module>.json` (and `summary.json`). The
+score of each module is recorded in `scripts/mutation-scores.json` with the sha256 of the module
+and of its focused tests, the date and the command; `tests/test_mutation_scores.py` (part of
+`make test`) fails, naming the module, once either has changed since.
 
 Not counted (marked skipped before the run):
 - mutants inside annotations: every module here has `from __future__ import annotations`, so
   annotations are strings that nothing evaluates;
 - operators outside OPERATOR_SET: Cosmic Ray replaces each binary or comparison operator by
-  every other one; the set keeps one arithmetic swap per operator and the boundary and negation
-  swaps of each comparison (the set mutmut uses). The rest nearly all die on a TypeError or
+  every other one. The set keeps every swap among == != < <= > >= (five per comparison), `is`
+  for `is not` and back, and one or two arithmetic swaps per operator (+ -, * /, / //, ...).
+  Left out: a comparison to or from `is`/`is not` other than those two (`x == y` to `x is y`:
+  on numbers and strings that depends on CPython's object caching, not on the code), and the
+  arithmetic swaps across kinds (`+` to `<<`, `*` to `^`): they die on a TypeError or
   duplicate a kept mutant, so they would only lengthen the run and inflate the score;
 - the equivalent mutants listed in EQUIVALENT below, each with the reason no test can tell it
   from the original.
 
 Usage: scripts/mutation.py [MODULE ...] [--timeout S] [--jobs N] [--keep] [--recheck]
+                           [--no-record]
   MODULE is a key of MODULES (e.g. certify/localize.py); all of them when omitted.
 """
 
@@ -24,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -32,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +49,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = "src/rackscale"
+# The recorded scores: per module, the sha256 of the module and of each focused test file it
+# was measured on (written at the end of each module's full run; tests/test_mutation_scores.py
+# fails when either has changed since).
+SCORES = Path(__file__).resolve().parent / "mutation-scores.json"
 
 # Each module with the fast tests that pin its decisions (seconds per run, not minutes).
 MODULES: dict[str, list[str]] = {
@@ -57,14 +71,23 @@ MODULES: dict[str, list[str]] = {
                               "tests/checkpoint/test_restore_edges.py",
                               "tests/checkpoint/test_units.py",
                               "-k", "not seaweedfs and not demo_step"],
+    # Real PyTorch ranks over gloo and SeaweedFS (test_multinode.py) are left to `make test`.
+    "checkpoint/multinode.py": ["tests/checkpoint/test_multinode_rules.py"],
+    "recovery/detect.py": ["tests/recovery/test_detect.py"],
+    # test_localize.py's collective tests score recovery/detect.py's CollectiveDetector.
+    "recovery/localize.py": ["tests/recovery/test_localize.py", "-k",
+                             "not collective and not checkpoint_push and not attempts_start"],
 }
 
-# The operators scored (full names match); see the docstring.
+# The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
+# of == != < <= > >= is replaced by every other of the six (5 mutants per comparison), `is` and
+# `is not` by each other; numbers by +1 and -1; and/or; True/False; `not` added and removed.
+_CMP = "Eq|NotEq|Lt|LtE|Gt|GtE"
 OPERATOR_SET = re.compile("core/(" + "|".join([
-    r"ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul"
-    r"|BitOr_BitAnd|BitAnd_BitOr|BitXor_BitOr|LShift_RShift|RShift_LShift)",
-    r"ReplaceComparisonOperator_(Eq_NotEq|NotEq_Eq|Lt_LtE|Lt_GtE|LtE_Lt|LtE_Gt|Gt_GtE|Gt_LtE"
-    r"|GtE_Gt|GtE_Lt|Is_IsNot|IsNot_Is|In_NotIn|NotIn_In)",
+    r"ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Div_FloorDiv"
+    r"|Mod_FloorDiv|Pow_Mul|BitOr_BitAnd|BitAnd_BitOr|BitXor_BitOr|LShift_RShift|RShift_LShift)",
+    rf"ReplaceComparisonOperator_({_CMP})_({_CMP})",
+    r"ReplaceComparisonOperator_(Is_IsNot|IsNot_Is)",
     r"ReplaceUnaryOperator_Delete_\w+",
     r"NumberReplacer", r"AddNot", r"ZeroIterationForLoop", r"Replace(True|False)With(True|False)",
     r"Replace(And|Or)With(And|Or)", r"Replace(Continue|Break)With(Continue|Break)",
@@ -98,6 +121,41 @@ EQUIVALENT: list[Equivalent] = [
                r"hits = \[\(int\(members\[0|hits = \[\(int\(members\[0\]\), outs\[0"
                r"|hits = \[\(int\(members\[0\]\), outs\[0\]\)\] if outs\[0",
                "a group of one: index 0 and -1 are the same element", number_offset=-1),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Eq_GtE",
+               r"and len\(hits\) ==",
+               "hits are members that failed: never more of them than members, so >= is =="),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"elif len\(members\) ==|^\s*if n ==",
+               "a group holds at least one GPU (an empty group cannot fail a test): <= 1 is == 1"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Gt_NotEq",
+               r"range\(n if n >",
+               "the ring is laid for groups of two or three (one is tested alone, four or more "
+               "are halved): for n in {2, 3}, n != 2 is n > 2"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Eq_GtE",
+               r'return sp\.kind ==',
+               "a suspect's kind is member, common or unresolved: of these only 'unresolved' "
+               "sorts at or after 'unresolved'"),
+    Equivalent("certify/localize.py", "ReplaceComparisonOperator_Gt_NotEq",
+               r'and len\(sp\.trail\) >',
+               "every suspect is made by bisect with its group's own step first in its trail: "
+               "a trail is never empty, so != 1 is > 1"),
+    Equivalent("recovery/detect.py", "NumberReplacer",
+               r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
+               "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
+               "<= 0 and < 1 agree (< -1 is killed: SIGHUP is -1)", number_offset=+1),
+    Equivalent("recovery/detect.py", "ReplaceComparisonOperator_Lt_LtE",
+               r"not \(codes\[r\] or 0\) <|code is not None and code <",
+               "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0 "
+               "and <= 0 agree"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"not \(codes\[r\] or 0",
+               "only ranks with a non-zero exit code are ranked: `codes[r] or 0` never falls "
+               "back to its 0"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"round\(smooth\[worst\] or 0\.0",
+               "the flagged rank was scored, so it has a time, and a time of zero scores fast "
+               "(never flagged): the fallback is never taken"),
+    Equivalent("recovery/detect.py", "NumberReplacer", r"self\.scored_to = -1",
+               "steps are numbered from 0: -1 and -2 both precede every step",
+               number_offset=+1),
     Equivalent("report/ledger.py", "ReplaceUnaryOperator_Delete_USub",
                r"""rsplit\(["']/["'], 1\)\[-1?""",
                "component ids always hold a '/': rsplit('/', 1) has two parts, [1] is [-1]"),
@@ -164,6 +222,73 @@ def _skip_reason(module: str, lines: list[str], spans, mu) -> str | None:
                 eq.number_offset in (None, offset) and re.search(f"(?:{eq.context})$", upto):
             return f"equivalent: {eq.why}"
     return None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_files(tests: list[str]) -> list[str]:
+    """The test files among a module's pytest arguments (not the `-k` expressions)."""
+    return sorted({t.split("::")[0] for t in tests if t.split("::")[0].endswith(".py")})
+
+
+def fingerprint(module: str, tests: list[str], root: Path = ROOT) -> dict[str, object]:
+    """What a score is a score of: the module's and its focused tests' sha256, and the
+    arguments the tests are run with."""
+    return {"module_sha256": _sha256(root / PKG / module),
+            "tests_sha256": {t: _sha256(root / t) for t in test_files(tests)},
+            "test_args": list(tests)}
+
+
+def stale_scores(root: Path = ROOT, scores: Path = SCORES,
+                 modules: dict[str, list[str]] | None = None) -> list[str]:
+    """One line per module of `modules` (MODULES) whose recorded score is missing or was
+    measured on another version of the module or its focused tests; empty when all hold."""
+    modules = MODULES if modules is None else modules
+    recorded = json.loads(scores.read_text()) if scores.exists() else {}
+    problems = []
+    for module, tests in modules.items():
+        again = f"re-score it: make mutation MODULES={module}"
+        rec = recorded.get(module)
+        if rec is None:
+            problems.append(f"{module}: no recorded mutation score in {scores.name}; {again}")
+            continue
+        now = fingerprint(module, tests, root)
+        changed = [f"{PKG}/{module}"] if now["module_sha256"] != rec["module_sha256"] else []
+        changed += [t for t, h in now["tests_sha256"].items()
+                    if rec["tests_sha256"].get(t) != h]
+        if now["test_args"] != rec["test_args"]:
+            changed.append("its focused tests in MODULES")
+        if changed:
+            problems.append(f"{module}: changed since its mutation score of {rec['date']} "
+                            f"({', '.join(changed)}); {again}")
+    return problems
+
+
+_SCORES_LOCK = threading.Lock()
+
+
+def _record(res: dict[str, object], fp: dict[str, object], timeout: float,
+            load: float) -> None:
+    """Write a full run's score into SCORES, with what it was measured on."""
+    module = str(res["module"])
+    entry = {
+        "date": datetime.date.today().isoformat(),
+        "command": f"make mutation MODULES={module}"
+                   + ("" if timeout == 60.0 else f" (scripts/mutation.py --timeout {timeout:g})"),
+        **fp,
+        "killed": res["killed"], "scored": res["scored"], "score": res["score"],
+        "equivalent_excluded": len(res["equivalent_excluded"]),  # type: ignore[arg-type]
+        "not_scored": res["not_scored"], "errors": res["errors"],
+        "survivors": [s["where"] for s in res["survivors"]],  # type: ignore[attr-defined]
+        "seconds": res["seconds"], "load_average": round(load, 1),
+        "operator_set": OPERATOR_SET.pattern,
+    }
+    with _SCORES_LOCK:
+        recorded = json.loads(SCORES.read_text()) if SCORES.exists() else {}
+        recorded[module] = entry
+        SCORES.write_text(json.dumps(dict(sorted(recorded.items())), indent=2) + "\n")
 
 
 def _copy_tree(dst: Path) -> None:
@@ -250,11 +375,14 @@ def _wait_for(sock: Path, server: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
-def run_module(module: str, timeout: float, keep: bool, out_dir: Path) -> dict[str, object]:
+def run_module(module: str, timeout: float, keep: bool, out_dir: Path,
+               record: bool = True) -> dict[str, object]:
     tests = MODULES[module]
     work = Path(tempfile.mkdtemp(prefix="rackscale-mutation-"))
     try:
         _copy_tree(work)
+        fp = fingerprint(module, tests, work)  # what is scored: the files as copied
+        load = os.getloadavg()[0]
         # No bytecode: a mutant written within the same second as the last one, with the same
         # size, would otherwise be run from the stale .pyc. One BLAS thread: the server forks.
         env = {**os.environ, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1",
@@ -281,6 +409,8 @@ def run_module(module: str, timeout: float, keep: bool, out_dir: Path) -> dict[s
         else:
             shutil.rmtree(work, ignore_errors=True)
     (out_dir / (module.replace("/", "__") + ".json")).write_text(json.dumps(res, indent=2))
+    if record:
+        _record(res, fp, timeout, load)
     return res
 
 
@@ -357,6 +487,27 @@ def recheck(module: str, out_dir: Path, timeout: float) -> dict[str, object]:
     return res
 
 
+def table(scores: Path = SCORES) -> str:
+    """The recorded scores as TESTING.md's "Last scores" rows."""
+    rows = ["| module | killed / scored | score | equivalent excluded | survivors | date | "
+            "module sha256 | command |", "|---|---|---|---|---|---|---|---|"]
+    for module, r in json.loads(scores.read_text()).items():
+        rows.append(f"| `{module}` | {r['killed']} / {r['scored']} | {r['score']}% | "
+                    f"{r['equivalent_excluded']} | {len(r['survivors'])} | {r['date']} | "
+                    f"`{r['module_sha256'][:12]}` | `{r['command']}` |")
+    return "\n".join(rows)
+
+
+def equivalents() -> str:
+    """EQUIVALENT as TESTING.md's list."""
+    def offset(eq: Equivalent) -> str:
+        if eq.number_offset is None:
+            return " (both)" if eq.operator == "NumberReplacer" else ""
+        return f" ({eq.number_offset:+d})"
+    return "\n".join(f"- `{eq.module}`, {eq.operator}{offset(eq)} after `{eq.context}`: "
+                     f"{eq.why}." for eq in EQUIVALENT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"any of: {', '.join(MODULES)}")
@@ -365,8 +516,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="modules run at once (default 1)")
     ap.add_argument("--out", default=str(ROOT / "mutation-report"))
     ap.add_argument("--recheck", action="store_true",
-                    help="re-score the survivors of the last run against the tests as they are")
+                    help="re-score the survivors of the last run against the tests as they are "
+                         "(a development aid: it does not update the recorded score)")
+    ap.add_argument("--no-record", action="store_true",
+                    help=f"do not write the scores into {SCORES.name}")
+    ap.add_argument("--table", action="store_true",
+                    help=f"print the scores recorded in {SCORES.name} and the equivalent "
+                         "mutants as TESTING.md's Markdown")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table() + "\n\n" + equivalents())
+        return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         print(f"unknown module {unknown[0]!r}; valid modules: {', '.join(MODULES)}",
@@ -377,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(m: str) -> dict[str, object]:
         if args.recheck:
             return recheck(m, out_dir, args.timeout)
-        return run_module(m, args.timeout, args.keep, out_dir)
+        return run_module(m, args.timeout, args.keep, out_dir, record=not args.no_record)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(one, args.modules or list(MODULES)))

@@ -21,7 +21,7 @@ import sys
 import time
 
 # The rooms whose third-party imports are worth loading once (matplotlib alone costs seconds).
-ROOMS = ("certify", "checkpoint", "lifecycle", "report", "store", "fleet")
+ROOMS = ("certify", "checkpoint", "lifecycle", "report", "store", "fleet", "recovery")
 _LIST_IMPORTS = (
     "import importlib, sys\n"
     f"for room in {ROOMS!r}:\n"

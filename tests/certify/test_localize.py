@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackscale.certify.localize import Outcome, bisect
+from rackscale.certify.localize import Outcome, Suspect, bisect, not_reproduced
 
 FAIL_BELOW = 0.95
 
@@ -290,6 +290,50 @@ def test_one_slow_gpu_is_always_found_within_two_log2_n_plus_three_tests(n, data
     assert tests == sum(len(b) for b in rig.batches)
     assert tests <= 2 * math.floor(math.log2(n)) + 3
     assert all(len(set(g)) == len(g) for b in rig.batches for g in b)
+
+
+# --- a shortfall must be seen twice before it is reported (not_reproduced) -------------------
+
+def _retested(kind: str, retests: list[bool]) -> Suspect:
+    """A suspect whose group failed once (the first step of its trail), then `retests`."""
+    out = Outcome(fail=True, rel=0.9, fail_rel=0.9, flapping=False, hard_fails=0,
+                  confidence=0.9, evidence={})
+    trail = [step(8, 0.9, True)] + [step(4, 0.9 if f else 1.0, f) for f in retests]
+    return Suspect(kind, np.arange(8), out, trail)  # type: ignore[arg-type]
+
+
+def test_a_shortfall_seen_once_and_passing_every_retest_is_not_reproduced():
+    assert not_reproduced(_retested("unresolved", [False]))
+    assert not_reproduced(_retested("unresolved", [False, False]))
+
+
+def test_a_shortfall_seen_again_in_any_retest_is_reproduced():
+    for retests in ([True], [True, False], [False, True], [True, True]):
+        assert not not_reproduced(_retested("unresolved", retests)), retests
+
+
+def test_a_shortfall_not_retested_yet_is_not_called_unreproduced():
+    # Only the group's own failing test: nothing has tried to reproduce it.
+    assert not not_reproduced(_retested("unresolved", []))
+
+
+def test_a_blamed_member_or_shared_part_is_never_unreproduced():
+    for kind in ("member", "common"):
+        assert not not_reproduced(_retested(kind, [False, False])), kind
+
+
+def test_bisection_whose_retests_all_pass_leaves_a_shortfall_seen_once():
+    class WholeGroupOnly(PaceRig):
+        def outcome(self, group) -> Outcome:
+            rel = 0.8 if len(group) == 8 else 1.0
+            return Outcome(fail=rel < FAIL_BELOW, rel=rel, fail_rel=rel, flapping=False,
+                           hard_fails=0, confidence=0.9, evidence={})
+
+    [sp], _ = run(WholeGroupOnly({}), range(8), ref=None)
+    assert sp.kind == "unresolved" and not_reproduced(sp)
+    # The ring pair of two holds the slow GPU and fails again: seen twice, though unresolved.
+    [sp], _ = run(PaceRig({1: 0.6}), [0, 1], ref=None)
+    assert sp.kind == "unresolved" and not not_reproduced(sp)
 
 
 # --- evidence carried by the suspects -----------------------------------------------------------

@@ -30,6 +30,103 @@ def _nic(gpu: str) -> str:
     return TOPO.ids[int(TOPO.gpu_nic[TOPO.gpu_ids.index(gpu)])]
 
 
+# --- the decision, rule by rule (one seed: the twin's figures are then fixed) -----------------
+
+def _one(faults: list[Fault], victim: str = JOB[0]):
+    """Localize `victim` alone beside the job's other GPUs and the spares."""
+    return _localizer(faults, 0).localize([victim], [*JOB[1:], *SPARES])
+
+
+def _named(got) -> tuple[str | None, str | None, str | None]:
+    return got.gpu, got.component, got.kind
+
+
+def test_a_gpu_whose_probe_errors_is_dead_and_a_nic_whose_pair_errors_is_dead() -> None:
+    v = JOB[0]
+    got = _one([Fault(target=v, kind="gpu_dead")])
+    assert (*_named(got), got.confidence) == (v, v, "gpu_dead", 0.99)
+    got = _one([Fault(target=_nic(v), kind="nic_dead")])
+    assert (*_named(got), got.confidence) == (v, _nic(v), "nic_dead", 0.99)
+    assert got.evidence["probed"] == {v: {"gemm_rel": 1.0027, "pair_rel": 0.0}}
+
+
+def test_a_link_at_or_below_the_down_figure_is_a_dead_nic_above_it_a_bad_cable() -> None:
+    v = JOB[0]
+    assert _named(_one([Fault(target=_nic(v), kind="bad_cable", severity=0.05)])) == (
+        v, _nic(v), "nic_dead")  # DOWN_REL: 5% of its reference
+    assert _named(_one([Fault(target=_nic(v), kind="bad_cable", severity=0.06)])) == (
+        v, _nic(v), "bad_cable")
+
+
+def test_when_gpu_and_nic_both_fall_short_the_one_further_below_is_blamed() -> None:
+    v = JOB[0]
+    got = _one([Fault(target=v, kind="slow_gpu", severity=0.3),
+                Fault(target=_nic(v), kind="bad_cable", severity=0.6)])
+    assert _named(got) == (v, v, "slow_gpu")
+    assert got.evidence["probed"] == {v: {"gemm_rel": 0.3016, "pair_rel": 0.5994}}
+    got = _one([Fault(target=v, kind="slow_gpu", severity=0.6),
+                Fault(target=_nic(v), kind="bad_cable", severity=0.3)])
+    assert _named(got) == (v, _nic(v), "bad_cable")
+
+
+def test_of_several_faulty_candidates_the_worst_is_named_and_the_others_listed() -> None:
+    faults = [Fault(target=JOB[0], kind="slow_gpu", severity=0.3),
+              Fault(target=_nic(JOB[1]), kind="bad_cable", severity=0.5)]
+    got = _localizer(faults, 0).localize(list(JOB), list(SPARES))
+    assert _named(got) == (JOB[0], JOB[0], "slow_gpu")
+    assert got.evidence["also_failed"] == [_nic(JOB[1])]
+    assert got.evidence["probed"][JOB[1]] == {"gemm_rel": 1.0012, "pair_rel": 0.5007}
+    faults = [Fault(target=JOB[0], kind="slow_gpu", severity=0.6),
+              Fault(target=_nic(JOB[1]), kind="bad_cable", severity=0.3)]
+    got = _localizer(faults, 0).localize(list(JOB), list(SPARES))
+    assert _named(got) == (JOB[1], _nic(JOB[1]), "bad_cable")
+    assert got.evidence["also_failed"] == [JOB[0]]
+
+
+def test_the_reference_is_on_the_candidates_rail_and_the_controls_fill_the_probe_to_three(
+        ) -> None:
+    # Rails: gpu0 of each tray on rail 0, gpu1 on rail 1.
+    got = _one([])
+    assert got.evidence["reference"] == "lab/r01/c02/gpu0"
+    assert got.evidence["controls"] == ["lab/r02/c01/gpu0", "lab/r02/c02/gpu0"]
+    got = _localizer([], 0).localize([JOB[1]], [JOB[0], *SPARES])
+    assert got.evidence["reference"] == "lab/r02/c01/gpu1"
+    assert got.evidence["controls"] == ["lab/r01/c01/gpu0", "lab/r02/c01/gpu0"]
+    got = _localizer([], 0).localize(list(JOB), list(SPARES))  # at least one control
+    assert got.evidence["reference"] == SPARES[0] and got.evidence["controls"] == [SPARES[1]]
+    assert set(got.evidence["probed"]) == set(JOB)
+
+
+def test_a_probe_needs_three_gpus_and_a_reference_and_a_candidate_is_never_its_control(
+        ) -> None:
+    v = JOB[0]
+    assert _localizer([], 0).localize([v], list(SPARES)).evidence["verdict"] == (
+        "GPU and NIC both healthy")  # the reference and two controls
+    got = _localizer([], 0).localize([v], [v, *SPARES[:2]])
+    assert got.gpu is None and got.evidence["error"] == (
+        "too few healthy GPUs to compare with (3); a probe needs 3 GPUs and a reference")
+    assert "verdict" in _localizer([], 0).localize(list(JOB[:2]), list(SPARES[:2])).evidence
+    assert "error" in _localizer([], 0).localize(list(JOB[:2]), list(SPARES[:1])).evidence
+
+
+class _Clock:
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+
+    def monotonic(self) -> float:
+        return self.times.pop(0)
+
+
+def test_the_probe_reports_its_wall_time_and_each_phases(monkeypatch: pytest.MonkeyPatch,
+                                                         ) -> None:
+    from rackscale.recovery import localize
+
+    monkeypatch.setattr(localize, "time", _Clock(10.0, 10.1234567, 10.3456789, 10.56789012))
+    got = _one([Fault(target=JOB[0], kind="slow_gpu", severity=0.3)])
+    assert got.seconds == got.evidence["probe_s"] == 0.5679
+    assert (got.evidence["gpu_probe_s"], got.evidence["nic_probe_s"]) == (0.1235, 0.2222)
+
+
 @settings(max_examples=100, deadline=None)
 @given(victim=st.sampled_from(JOB), kind=st.sampled_from(["slow_gpu", "bad_cable"]),
        severity=st.floats(0.08, 0.7), job_wide=st.booleans(), seed=st.integers(0, 2**16))

@@ -105,11 +105,16 @@ class PartCommit:
         return self.try_complete(store, manifest, states)
 
     def missing(self, store: ObjectStore, ckpt_id: str) -> list[int]:
-        return sorted(set(range(self.part.world)) - set(self._parts(store, ckpt_id)))
+        """The ranks of this save whose part is not in `store` (every record read)."""
+        return sorted(set(range(self.part.world)) - set(self._parts(store, ckpt_id,
+                                                                    complete=False)))
 
-    def _parts(self, store: ObjectStore, ckpt_id: str) -> dict[int, dict]:
+    def _parts(self, store: ObjectStore, ckpt_id: str, *,
+               complete: bool = True) -> dict[int, dict]:
+        """This save's part records in `store` by rank; with `complete`, none until there
+        can be one per rank (cheap: one listing while a commit waits for the set)."""
         keys = store.list(parts_prefix(self.tiers, ckpt_id))
-        if len(keys) < self.part.world:  # cheap: one listing until the set can be complete
+        if complete and len(keys) < self.part.world:
             return {}
         out = {}
         for key in keys:

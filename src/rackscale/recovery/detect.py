@@ -133,8 +133,9 @@ class StragglerDetector:
             others_s = [x for q, x in enumerate(smooth) if q != r and x is not None]
             if busy[r] or own_s is None or not others_s:
                 continue  # no time of its own, or none to compare it with, this step
+            # Floored alike: ranks all timed at zero (under the clock's resolution) are equal.
             own = max(own_s, 1e-9)
-            others = statistics.median(others_s)
+            others = max(statistics.median(others_s), 1e-9)
             self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
             rel, ind = others / own, (self.best[r] or own) / own
             self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4),
