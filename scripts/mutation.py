@@ -77,6 +77,9 @@ MODULES: dict[str, list[str]] = {
     # test_localize.py's collective tests score recovery/detect.py's CollectiveDetector.
     "recovery/localize.py": ["tests/recovery/test_localize.py", "-k",
                              "not collective and not checkpoint_push and not attempts_start"],
+    # The end-to-end CLI sequences and the property test (tests/state/test_one_truth.py,
+    # test_state_property.py) are left to `make test`: seconds to minutes per run.
+    "state/model.py": ["tests/state/test_conditions_rules.py"],
 }
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
