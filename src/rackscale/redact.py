@@ -25,9 +25,10 @@ from collections.abc import Iterable
 from typing import Any
 
 MASK = "***"
-# Parameter names whose value is a credential. Matched whole (so `sort_key` is not `key`).
+# Parameter names whose value is a credential. Matched whole (so `sort_key` is not `key`);
+# not `pass`, which counts verdicts (`pass=12 fail=0`) in summaries.
 SECRET_PARAMS = frozenset({
-    "password", "passwd", "pwd", "pass", "secret", "token", "key", "access_key", "secret_key",
+    "password", "passwd", "pwd", "secret", "token", "key", "access_key", "secret_key",
     "sslpassword", "access_token", "api_key", "apikey", "client_secret",
     "aws_secret_access_key", "aws_session_token", "x-amz-security-token", "x-amz-signature",
 })
