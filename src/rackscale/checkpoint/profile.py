@@ -38,6 +38,7 @@ from rackscale.checkpoint.restore import Restorer
 from rackscale.checkpoint.saver import CheckpointManager
 from rackscale.checkpoint.tiers import Tiers
 from rackscale.inputs import load_json, read_text
+from rackscale.redact import redact_url
 
 SCHEMA: Final = "rackscale.storage-profile"
 SCHEMA_VERSION: Final = 1
@@ -217,7 +218,9 @@ def load_profile(path: str | Path) -> StorageProfile:
 
 # ------------------------------------------------------------------------ measuring one
 def _where(spec: StoreSpec) -> str:
-    return spec.path or "" if spec.kind == "dir" else f"{spec.endpoint}/{spec.bucket}"
+    if spec.kind == "dir":
+        return spec.path or ""
+    return f"{redact_url(spec.endpoint or '', keep_user=False)}/{spec.bucket}"
 
 
 def _tier_infos(cfg: TiersConfig) -> list[tuple[TierInfo, StoreSpec | None]]:

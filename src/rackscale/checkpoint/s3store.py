@@ -22,6 +22,7 @@ from rackscale.checkpoint.errors import (
     StoreUnreachable,
 )
 from rackscale.checkpoint.objectstore import ObjectInfo
+from rackscale.redact import redact, redact_url, url_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,13 +49,14 @@ def _translate(fn: F) -> F:
         except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
                 ConnectionClosedError) as err:
             raise StoreUnreachable(
-                f"store {self.name!r} ({self.endpoint}) does not answer: {err}. Check that the "
+                f"store {self.name!r} ({self.shown}) does not answer: {self._redact(err)}. "
+                "Check that the "
                 f"endpoint URL and port are right and the server is running.") from None
         except ClientError as err:
             code = str(err.response.get("Error", {}).get("Code", ""))
             if code in _AUTH_CODES:
                 raise StoreAuthError(
-                    f"store {self.name!r} ({self.endpoint}) refused the credentials ({code}). "
+                    f"store {self.name!r} ({self.shown}) refused the credentials ({code}). "
                     f"Check the access key and secret in the environment variables named by "
                     f"the tiers config.") from None
             if code == "PreconditionFailed":
@@ -63,7 +65,7 @@ def _translate(fn: F) -> F:
             if code in _MISSING_CODES:
                 raise ObjectMissing(f"{self.name}: {code} for {args[0] if args else '?'} in "
                                     f"bucket {self.bucket}") from None
-            raise CheckpointError(f"store {self.name!r}: {code}: {err}") from None
+            raise CheckpointError(f"store {self.name!r}: {code}: {self._redact(err)}") from None
     return wrapper  # type: ignore[return-value]  # wraps fn: the same arguments and result
 
 
@@ -79,6 +81,11 @@ class S3Store:
         from botocore.config import Config
 
         self.name, self.endpoint, self.bucket = name, endpoint, bucket
+        # What messages and listings show: userinfo in an endpoint is a credential (botocore
+        # would send it nowhere useful), so it is never printed, nor its parts in botocore's
+        # own messages.
+        self.shown = redact_url(endpoint, keep_user=False)
+        self._secrets = [*url_secrets(endpoint, with_user=True), secret_key]
         cfg = Config(
             retries={"max_attempts": 2, "mode": "standard"},
             connect_timeout=timeout_s, read_timeout=max(timeout_s, 30.0),
@@ -93,7 +100,10 @@ class S3Store:
                                    config=cfg)
 
     def describe(self) -> str:
-        return f"s3:{self.endpoint}/{self.bucket}"
+        return f"s3:{self.shown}/{self.bucket}"
+
+    def _redact(self, err: Exception) -> str:
+        return redact(str(err), secrets=self._secrets)
 
     @_translate
     def check(self) -> None:

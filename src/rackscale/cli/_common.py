@@ -18,6 +18,7 @@ from typer._click.exceptions import UsageError  # typer vendors click; no public
 from typer.core import TyperGroup
 
 from rackscale.errors import UserError
+from rackscale.redact import redact
 
 console = Console()
 err_console = Console(stderr=True)
@@ -97,9 +98,12 @@ class RackscaleGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except UserError as err:
+            # The one redaction covers what a room forgot: a driver's message that quotes a
+            # URL with its password, an echoed Authorization header.
+            message = redact(str(err))
             if as_json:
-                error_json(str(err), err.exit_code, type(err).__name__)
-            err_console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
+                error_json(message, err.exit_code, type(err).__name__)
+            err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False,
                               soft_wrap=True)
             raise typer.Exit(err.exit_code) from None
         except UsageError as err:

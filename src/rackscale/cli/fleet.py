@@ -12,6 +12,7 @@ from rich.table import Table
 from rackscale.cli._common import DbOption, FleetOption, JsonOption, console, emit_json, noun
 from rackscale.errors import UserError
 from rackscale.fleet import SEEDS, FleetSpec, Topology, load_fleet, seed_fleet
+from rackscale.redact import redact_url
 from rackscale.store import Store, default_db_url, load_topology, loaded_spec
 
 app = noun("The fleet model: specs, inventory, topology queries.")
@@ -50,7 +51,7 @@ def resolve_spec(fleet: str | None, db: str | None) -> FleetSpec:
     store = existing_store(db)
     spec = loaded_spec(store) if store is not None else None
     if spec is None:
-        where = store.safe_url if store is not None else (db or default_db_url())
+        where = store.safe_url if store is not None else redact_url(db or default_db_url())
         raise NoFleet(f"no --fleet given and no fleet loaded in {where}; give --fleet FILE "
                       "or --fleet seed-504, or load one: rackscale fleet load --fleet FILE")
     return spec

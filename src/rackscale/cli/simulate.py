@@ -126,7 +126,7 @@ def _measured_recovery(path: Path | None, from_store: bool,
         return None
     store = Store(db, readonly=True)
     try:
-        return measured_recovery(incidents_from_store(store), f"store {store.url}")
+        return measured_recovery(incidents_from_store(store), f"store {store.safe_url}")
     finally:
         store.close()
 

@@ -66,8 +66,12 @@ def print_verification(result: Any) -> None:
         mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
         console.print(f"{mark} {escape(c.name)}: {escape(c.detail)}", highlight=False)
     if result.ok:
-        console.print(f"[bold green]verified[/] {escape(result.bundle)}: evidence "
-                      f"{result.root}, signed by {result.key_id}", highlight=False)
+        console.print(f"[bold green]verified[/] {escape(', '.join(result.covered))} of "
+                      f"{escape(result.bundle)}: evidence {result.root}, signed by "
+                      f"{result.key_id}", highlight=False)
+        console.print("report.html is not covered (a page rendered from report.json); "
+                      "`report verify --update-html` renders it again from the verified "
+                      "report.json", highlight=False)
     else:
         console.print(f"[bold red]not verified[/]: {escape(result.first_problem or '')}",
                       highlight=False)
@@ -86,8 +90,10 @@ def verify(
     every figure (exit 0), or name the first that differs (exit 1)."""
     from datetime import UTC, datetime
 
-    from rackscale.report import stamp_page, verify_bundle
+    from rackscale.report import load_valid_report, stamp_page, verify_bundle
 
+    if update_html:  # refused before anything is checked or written
+        load_valid_report(out)
     result = verify_bundle(out, pubkey)
     if update_html:
         stamp_page(out, {"key_id": result.key_id, "verified": result.ok,

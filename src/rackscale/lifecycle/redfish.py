@@ -26,6 +26,7 @@ from typing import Any
 
 from rackscale.inputs import read_text
 from rackscale.lifecycle.drivers import DriverError
+from rackscale.redact import redact, redact_url
 
 BMC_CREDENTIALS_ENV = "RACKSCALE_BMC_CREDENTIALS"
 BMC_USER_ENV = "RACKSCALE_BMC_USER"
@@ -80,11 +81,7 @@ def _base_url(url: str) -> str:
 
 
 def _masked(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
+    return redact_url(url, keep_user=False)
 
 
 class RedfishPowerDriver:
@@ -114,10 +111,13 @@ class RedfishPowerDriver:
                          else "it needs credentials")
                 raise DriverError(f"Redfish {method} {self.base}{path}: HTTP {err.code}, "
                                   f"{given}; {WHERE_CREDENTIALS}") from None
+            # A BMC's error body may echo the request, Authorization header included: it is
+            # shown only through the redaction, which also knows our own password.
             raise DriverError(f"Redfish {method} {self.base}{path}: HTTP {err.code} "
-                              f"{err.read()[:200]!r}") from None
+                              f"{self._redact(repr(err.read()[:200]))}") from None
         except urllib.error.URLError as err:
-            raise DriverError(f"Redfish BMC at {self.base} unreachable: {err.reason}") from None
+            raise DriverError(f"Redfish BMC at {self.base} unreachable: "
+                              f"{self._redact(str(err.reason))}") from None
         except OSError as err:  # a read timeout or a dropped connection is not a URLError
             raise DriverError(f"Redfish {method} {self.base}{path}: no answer within "
                               f"{self.timeout_s:g} s ({err or type(err).__name__}); check "
@@ -126,7 +126,13 @@ class RedfishPowerDriver:
             return json.loads(raw) if raw else None
         except json.JSONDecodeError:
             raise DriverError(f"Redfish {method} {self.base}{path}: the answer is not JSON "
-                              f"({raw[:80]!r}); is --redfish the BMC's base URL?") from None
+                              f"({self._redact(repr(raw[:80]))}); is --redfish the BMC's base "
+                              "URL?") from None
+
+    def _redact(self, text: str) -> str:
+        c = self._credentials
+        known = [] if c is None else [c.password, c.header().split(" ", 1)[1]]
+        return redact(text, secrets=known)
 
     def systems(self) -> dict[str, str]:
         if self._systems is None:

@@ -21,7 +21,7 @@ from rackscale.report.reasons import REASONS, describe
 from rackscale.report.redact import load_redaction_key, redact_bundle, write_redaction_key
 from rackscale.report.rules import FAULT_RULES, FaultRule, rule_for
 from rackscale.report.sign import keygen, sign_bundle
-from rackscale.report.statement import stamp_page
+from rackscale.report.statement import load_valid_report, stamp_page
 from rackscale.report.states import RACK_STATES, TRAY_STATES
 from rackscale.report.storeview import ReportInputError, StoreView, collect
 from rackscale.report.verify import Verification, verify_bundle
@@ -57,6 +57,7 @@ __all__ = [
     "keygen",
     "ledger_now",
     "load_redaction_key",
+    "load_valid_report",
     "redact_bundle",
     "render_html",
     "report_document",

@@ -19,6 +19,8 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
+import stat
 import typing
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +43,13 @@ RECOVERY_FILE = "recovery.jsonl"
 # manifests and journal, not store events, so that file was always empty.)
 EXTRA_EVENT_PREFIXES = {RECOVERY_FILE: ("recovery.",)}
 _NONFINITE = "$nonfinite"
+# What a verifier reads of one bundle file, at most: the largest real file (100k events) is a
+# few tens of MiB; a bigger one is refused before it is read, so a hostile bundle cannot make
+# `verify` hold gigabytes.
+MAX_FILE_BYTES = 256 << 20
+# JSON nesting a bundle file may have: real files nest under 12 deep; a deeper one would
+# overflow the recursion of the comparison and the hashing (a RecursionError, not a message).
+MAX_DEPTH = 64
 # events_in builds Events positionally (the fast path at 100k+ events): the field order is
 # checked once here, so a change in the store's Event fails at import, not silently.
 _EVENT_FIELDS = ("seq", "time", "component_id", "kind", "payload", "actor", "reason")
@@ -85,10 +94,69 @@ def canonical(obj: Any) -> bytes:
 def decode(data: bytes, where: str) -> Any:
     try:
         if _NONFINITE.encode() in data:
-            return json.loads(data, object_hook=_untag)
-        return json.loads(data)
+            value = json.loads(data, object_hook=_untag)
+        else:
+            value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
         raise BundleError(f"{where}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise BundleError(f"{where}: JSON nested too deeply (more than {MAX_DEPTH} levels); "
+                          "not a rackscale bundle file") from None
+    if type(value) in (dict, list) and _depth(value) > MAX_DEPTH:
+        raise BundleError(f"{where}: JSON nested too deeply (more than {MAX_DEPTH} levels); "
+                          "not a rackscale bundle file")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deep `value` nests, counted up to MAX_DEPTH + 1: level by level, iteratively (the
+    check must not overflow what it guards) and with the walking in C (`extend`), as it runs
+    over every file a verifier reads."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            break
+        below: list[Any] = []
+        for v in level:
+            below.extend(v.values() if type(v) is dict else v)
+        level = [v for v in below if type(v) is dict or type(v) is list]
+    return depth
+
+
+def read_file(path: Path, where: str | None = None) -> bytes:
+    """The bytes of one bundle file: a regular file, not a symbolic link (a link could point
+    out of the bundle, so a verifier would check bytes that are not the bundle's), at most
+    MAX_FILE_BYTES, read with that bound."""
+    name = where or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise BundleError(f"{name}: missing") from None
+    except OSError as err:
+        if path.is_symlink():
+            raise BundleError(f"{name}: a symbolic link; a bundle holds plain files only, "
+                              "copy the file in instead") from None
+        raise BundleError(f"{name}: cannot be read ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BundleError(f"{name}: not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise BundleError(f"{name}: {st.st_size} bytes, over the {MAX_FILE_BYTES >> 20} MiB "
+                              "a bundle file may have; not read")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:  # it grew while being read
+        raise BundleError(f"{name}: over the {MAX_FILE_BYTES >> 20} MiB a bundle file may "
+                          "have; not read")
+    return data
+
+
+def plain_dir(path: Path, where: str) -> None:
+    """Refuse a directory of the bundle that is a symbolic link (it could lead anywhere)."""
+    if path.is_symlink():
+        raise BundleError(f"{where}: a symbolic link; a bundle's directories are its own, "
+                          "copy them in instead")
 
 
 def sha256(data: bytes) -> str:
@@ -238,10 +306,11 @@ def read_evidence(out: Path) -> EvidenceCheck:
     a missing, changed or unlisted file is a problem the check names."""
     edir = out / EVIDENCE_DIR
     mpath = edir / MANIFEST
-    if not mpath.is_file():
+    plain_dir(edir, f"{out}/{EVIDENCE_DIR}")
+    if not mpath.is_file() and not mpath.is_symlink():
         raise BundleError(f"{mpath}: no evidence manifest; {out} is not a report bundle "
                           "(build one with `rackscale report build --out DIR`)")
-    manifest = decode(mpath.read_bytes(), str(mpath))
+    manifest = decode(read_file(mpath), str(mpath))
     rows = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(rows, list) or not all(
             isinstance(r, dict) and isinstance(r.get("path"), str)
@@ -255,10 +324,10 @@ def read_evidence(out: Path) -> EvidenceCheck:
             check.problems.append(f"evidence/{r['path']}: a manifest path must be a plain "
                                   "file name")
             continue
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             check.problems.append(f"evidence/{r['path']}: missing (the manifest lists it)")
             continue
-        data = path.read_bytes()
+        data = read_file(path, f"evidence/{r['path']}")
         got = sha256(data)
         if got != r["sha256"]:
             check.problems.append(f"evidence/{r['path']}: sha256 {got[:16]}... differs from the "

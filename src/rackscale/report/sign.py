@@ -17,7 +17,7 @@ from typing import Any
 
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
-from rackscale.report.bundle import canonical, decode, sha256
+from rackscale.report.bundle import BundleError, canonical, decode, read_file, sha256
 
 SIGNATURE_FILE = "signature.json"
 SIGNATURE_FORMAT = "rackscale.signature/1"
@@ -112,19 +112,19 @@ def statement_of(out: Path, root: str, fleet: str) -> dict[str, Any]:
     files = {}
     for name in SIGNED_FILES:
         path = out / name
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             raise KeyFileError(f"{path}: missing; build the report first (`rackscale report "
                             "build --out DIR`)")
-        files[name] = sha256(path.read_bytes())
+        files[name] = sha256(read_file(path))
     return {"format": STATEMENT_FORMAT, "fleet": fleet, "evidence_root": root, "files": files}
 
 
 def sign_bundle(out: Path, key_path: Path) -> dict[str, Any]:
     """Sign the bundle in `out` with the private key in `key_path`; write signature.json."""
-    from rackscale.report.statement import load_report
+    from rackscale.report.statement import load_valid_report
 
     key = load_private(key_path)
-    doc = load_report(out)
+    doc = load_valid_report(out)
     root = (doc.get("evidence") or {}).get("root")
     if not isinstance(root, str):
         raise KeyFileError(f"{out / 'report.json'}: names no evidence bundle (evidence.root); "
@@ -139,13 +139,20 @@ def sign_bundle(out: Path, key_path: Path) -> dict[str, Any]:
     return sig
 
 
-def read_signature(out: Path) -> dict[str, Any] | None:
+def read_signature(out: Path) -> dict[str, Any] | str | None:
+    """signature.json, None when there is none, or what is wrong with it. A signature that is
+    not JSON is a signature that does not verify (exit 1), like one whose bytes were changed:
+    the bundle was given, it fails its check. A link or an oversized file is bad input (2)."""
     path = out / SIGNATURE_FILE
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return None
-    sig = decode(path.read_bytes(), str(path))
+    data = read_file(path)
+    try:
+        sig = decode(data, SIGNATURE_FILE)
+    except BundleError as err:
+        return f"{err} (a damaged or forged signature)"
     if not isinstance(sig, dict):
-        return {}
+        return f"{SIGNATURE_FILE}: not a JSON object (a damaged or forged signature)"
     return sig
 
 

@@ -22,6 +22,7 @@ from rackscale.report.bundle import (
     evidence_files,
     extras_of,
     manifest_of,
+    read_file,
     root_of,
     view_from_evidence,
     write_evidence,
@@ -102,11 +103,33 @@ def load_report(out: Path) -> dict[str, Any]:
         raise ReportDirError(f"{out}: no such directory; give the --out directory of "
                              "`rackscale report build`")
     path = out / "report.json"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise ReportDirError(f"{path}: missing; {out} is not a report directory")
-    doc = decode(path.read_bytes(), str(path))
+    doc = decode(read_file(path), str(path))
     if not isinstance(doc, dict) or not isinstance(doc.get("fleet"), dict):
         raise ReportDirError(f"{path}: not a rackscale report (no fleet object)")
+    return doc
+
+
+def load_valid_report(out: Path) -> dict[str, Any]:
+    """report.json of `out`, refused (exit 2) unless it matches the published schema: `sign`
+    and `verify --update-html` render the page from it, and a report that is not one failed
+    halfway (a KeyError after signature.json was written)."""
+    doc = load_report(out)
+    try:
+        import jsonschema
+    except ImportError:  # a test extra: without it, render now, before anything is written
+        jsonschema = None  # type: ignore[assignment]  # the module, or None when not installed
+    if jsonschema is not None:
+        from rackscale.report.document import validate_document
+
+        try:
+            validate_document(doc)
+        except jsonschema.ValidationError as err:
+            where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+            raise ReportDirError(f"{out / 'report.json'}: does not match the report schema at "
+                                 f"{where} ({err.message}); nothing was written. Rebuild it "
+                                 "with `rackscale report build`") from None
     return doc
 
 
@@ -194,5 +217,5 @@ def stamp_page(out: Path, status: dict[str, Any]) -> Path:
     from rackscale.report.page import render_html
 
     path = out / "report.html"
-    write_atomic(path, render_html(load_report(out), status))
+    write_atomic(path, render_html(load_valid_report(out), status))
     return path

@@ -8,14 +8,15 @@ or manifest, an unusable public key) raises a UserError instead: exit 2, not 1.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackscale.report.bundle import BundleError, read_evidence, sha256
+from rackscale.report.bundle import BundleError, decode, read_evidence, read_file, sha256
 from rackscale.report.sign import SIGNED_FILES, load_public, read_signature, signature_valid
 from rackscale.report.statement import first_difference, ledger_difference, load_report, recompute
+
+PAGE_FILE = "report.html"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -34,6 +35,14 @@ class Verification:
     root: str | None
     key_id: str | None
     checks: list[Check] = field(default_factory=list)
+    evidence_files: int = 0
+
+    @property
+    def covered(self) -> list[str]:
+        """What a pass vouches for. report.html is not in it: the page is rendered from
+        report.json and re-rendered by `verify --update-html`, so no signature can cover it;
+        a verdict that named only the directory let a forged page pass as verified."""
+        return [*SIGNED_FILES, f"evidence/ ({self.evidence_files} files)"]
 
     @property
     def ok(self) -> bool:
@@ -48,6 +57,7 @@ class Verification:
 
     def as_dict(self) -> dict[str, Any]:
         return {"verified": self.ok, "bundle": self.bundle, "evidence_root": self.root,
+                "covered": self.covered, "not_covered": [PAGE_FILE],
                 "key_id": self.key_id, "first_problem": self.first_problem,
                 "checks": [c.as_dict() for c in self.checks]}
 
@@ -57,6 +67,9 @@ def _signature(v: Verification, out: Path, pub: Any, root: str) -> None:
     if sig is None:
         v.add("signature", "signature.json: missing (the bundle is not signed; sign it with "
               "`rackscale report sign DIR --key FILE`)", "")
+        return
+    if isinstance(sig, str):
+        v.add("signature", sig, "")
         return
     v.key_id = sig.get("key_id")
     v.add("signature", signature_valid(sig, pub), f"valid Ed25519 signature by {v.key_id}")
@@ -69,10 +82,10 @@ def _signature(v: Verification, out: Path, pub: Any, root: str) -> None:
     signed = fs if isinstance(fs := statement.get("files"), dict) else {}
     for name in SIGNED_FILES:
         path = out / name
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             v.add(name, f"{name}: missing (the signature covers it)", "")
             continue
-        got = sha256(path.read_bytes())
+        got = sha256(read_file(path, name))
         v.add(name, None if got == signed.get(name) else
               f"{name}: sha256 {got[:16]}... is not the signed {str(signed.get(name))[:16]}... "
               "(the file was changed after signing)", "matches the signed hash")
@@ -91,7 +104,8 @@ def verify_bundle(out: Path, pubkey: Path) -> Verification:
     doc = load_report(out)
     pub = load_public(pubkey)
     evidence = read_evidence(out)
-    v = Verification(bundle=str(out), root=evidence.root, key_id=None)
+    v = Verification(bundle=str(out), root=evidence.root, key_id=None,
+                     evidence_files=len(evidence.files))
     _signature(v, out, pub, evidence.root)
     _roots(v, doc, evidence.root)
     v.add("evidence hashes", "; ".join(evidence.problems) or None,
@@ -114,12 +128,13 @@ def verify_bundle(out: Path, pubkey: Path) -> Verification:
 
 def _disclosure(v: Verification, out: Path, recomputed: dict[str, Any]) -> None:
     path = out / "disclosure.json"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return  # named by the signature check already
+    data = read_file(path, "disclosure.json")
     try:
-        got = json.loads(path.read_bytes())
-    except ValueError as err:
-        v.add("disclosure", f"disclosure.json: not valid JSON ({err})", "")
+        got = decode(data, "disclosure.json")
+    except BundleError as err:
+        v.add("disclosure", str(err), "")
         return
     found = first_difference(got, recomputed)
     v.add("disclosure", None if found is None else

@@ -23,6 +23,7 @@ from rackscale.lifecycle import (
     InterlockRefused,
     UnknownLifecycleComponent,
 )
+from rackscale.redact import redact
 
 log = logging.getLogger("rackscale.server")
 
@@ -53,8 +54,11 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 def error_response(status: int, message: str, kind: str | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
+    # Every message goes out through the one redaction: an error text that quotes a database
+    # URL or an echoed credential is masked here, whichever handler built it.
     return JSONResponse({"error": {"status": status, "kind": kind or _KINDS.get(status, "error"),
-                                   "message": message}}, status_code=status, headers=headers)
+                                   "message": redact(message)}},
+                        status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:

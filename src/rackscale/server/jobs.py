@@ -27,6 +27,7 @@ from rackscale.certify import (
 )
 from rackscale.errors import UserError
 from rackscale.fleet import Topology
+from rackscale.redact import redact
 from rackscale.server.api import ERRORS, MUTATION_ERRORS, require_token
 from rackscale.server.errors import ApiError
 from rackscale.store import Store, loaded_spec
@@ -164,7 +165,7 @@ class CertifyJobs:
         except Exception as err:  # the status URL says it failed; the log has the traceback
             log.exception("certification job %s failed", job.id)
             # A user error says what to fix; anything else may hold internals (a DB URL).
-            job.error = (str(err) if isinstance(err, UserError) else
+            job.error = (redact(str(err)) if isinstance(err, UserError) else
                          f"{type(err).__name__} (the server log has the details)")[:500]
             job.move(JobState.FAILED)
         finally:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackscale.fleet import Topology
+from rackscale.redact import redact
 from rackscale.report import Ledger
 from rackscale.server.build import BuildError, Parts, build_in_child, build_parts
 from rackscale.state import FleetState, Status
@@ -199,7 +200,7 @@ class SnapshotCache:
                 parts = build_in_child(self.store.url, seq)
             except (BuildError, OSError, subprocess.TimeoutExpired) as err:
                 log.warning("building the snapshot in a child process failed (%s); building "
-                            "it in the server instead", err)
+                            "it in the server instead", redact(str(err)))
         with _quiet_build():
             snap = Snapshot.of(parts if parts is not None else build_parts(self.store, seq))
             snap.conditions = self._conditions(snap)

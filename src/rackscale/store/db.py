@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
+from rackscale.redact import redact, redact_url, url_secrets
 from rackscale.store.events import EVENT_KINDS, Payload, UnknownEventKind, parse, validated
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
@@ -58,17 +59,20 @@ DEFAULT_DATA_DIR = "rackscale-data"
 # message (a controller pass holds it for well under a second).
 LOCK_TIMEOUT_ENV = "RACKSCALE_DB_LOCK_TIMEOUT_S"
 DEFAULT_LOCK_TIMEOUT_S = 10.0
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
 
 
-def mask_secrets(text: str, url: str | None = None) -> str:
-    """`text` with the password of any URL in it (and of `url`, wherever it appears, e.g.
-    inside a driver's message) replaced by ***."""
-    if url:
-        m = _URL_PASSWORD.search(url)
-        if m and m.group(2):
-            text = text.replace(m.group(2), "***")
-    return _URL_PASSWORD.sub(r"\1***\3", text)
+def _with_quoted_password(url: str) -> str:
+    """`url` with a password that holds `@` percent-encoded. SQLAlchemy splits the authority
+    at its first `@` (so `ops:S3c@ret@db` would connect to host `ret@db` and print half the
+    password as a host name); a URL's authority ends at its last `@`, as urllib reads it."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0]
+    if not sep or authority.count("@") < 2:
+        return url
+    userinfo, _, host = authority.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    quoted = f"{user}{colon}{urllib.parse.quote(password, safe='')}@{host}"
+    return f"{scheme}://{quoted}{rest[len(authority):]}"
 
 
 def lock_timeout_s() -> float:
@@ -210,7 +214,7 @@ class Store:
         """Open the store. `readonly` (inspection commands): create no file, directory or
         table; a missing SQLite file is an error. Otherwise the database must accept writes,
         checked now, before a command does work it could not record."""
-        self.url = url or default_db_url()
+        self.url = _with_quoted_password(url or default_db_url())
         self.readonly = readonly
         parsed = self._parse()
         self.dialect = parsed.get_backend_name()
@@ -239,7 +243,7 @@ class Store:
             self._check_writable()
 
     def _mask(self, text: str) -> str:
-        return mask_secrets(text, self.url)
+        return redact(text, secrets=url_secrets(self.url))
 
     def _parse(self) -> Any:
         try:
@@ -359,7 +363,7 @@ class Store:
 
     @property
     def safe_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)
+        return redact_url(self.url)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
