@@ -1,7 +1,8 @@
 """What the API, the dashboard and /metrics read: one consistent snapshot of the store.
 
-The snapshot is the report's own read (report.collect + report.build_ledger, read-only), so the
-dashboard and the report can never disagree on a number. It is rebuilt only when the event log
+The snapshot is the report's own read (`report.ledger_now`, read-only), so the dashboard and the
+report can never disagree on a number, plus the fleet state's conditions at the same seq
+(`rackscale.state`, read on incrementally between snapshots). It is rebuilt only when the event log
 has moved (every state change appends an event). Requests never query the store for that: the
 newest event is looked up by a background thread at most every SEQ_CHECK_S, and a reader gets
 the snapshot in memory, with its hot responses serialized once (`Snapshot.encoded`).
