@@ -267,7 +267,7 @@ def test_verify_says_per_tier_what_is_wrong(tmp_path: Path) -> None:
         return Restorer(tiers).verify(ck(1), store)
 
     res = status(tiers.region)
-    assert (res["status"], res["ok"], res["version"], res["error"]) == ("ok", True, 2, None)
+    assert (res["status"], res["ok"], res["version"], res["error"]) == ("ok", True, 3, None)
     assert res["hash"] == tiers.read_manifest(tiers.region, ck(1)).hash
     raw = bytearray(tiers.replicas[0].path(key).read_bytes())
     raw[2 * CS] ^= 1
