@@ -505,3 +505,19 @@ def test_a_tier_without_a_pointer_does_not_end_the_vote(tmp_path: Path) -> None:
     r = Restorer(tiers)
     assert r.resolve_id("latest") == ck(2)  # the replica's pointer
     assert list(r.bad_latest) == ["us-east"]  # the region's was read, and lost
+
+
+@pytest.mark.parametrize("body", [b'{"id": "..", "step": 99}',
+                                  b'{"id": "a\\u0000b", "step": 9}'])
+def test_a_pointer_to_no_plain_id_is_outvoted_for_restore_show_and_verify(
+        tmp_path: Path, body: bytes) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    tiers.region.put(tiers.layout.latest, body)
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(2)
+    assert list(r.bad_latest) == ["us-east"]
+    assert r.manifest(r.resolve_id("latest"))[0].step == 2  # what `show latest` reads
+    assert Restorer(tiers).verify("latest", tiers.replicas[0])["ok"]
+    report = Restorer(tiers).restore("latest")
+    assert report.id == ck(2) and list(report.bad_latest) == ["us-east"]
+

@@ -337,9 +337,18 @@ def parse_latest(data: bytes | str, where: str = "latest") -> LatestPointer:
     ptr = LatestPointer(id=_typed(raw, "id", (str,), where),
                         step=_typed(raw, "step", (int,), where),
                         hash=_typed(raw, "hash", (str,), where) if "hash" in raw else "")
-    if not ptr.id or "/" in ptr.id or ptr.step < 0:
+    # The id becomes part of a key in every tier: one that is not a plain name (".." climbs
+    # out of the prefix, a NUL is no path at all) names no checkpoint anywhere.
+    if not is_plain_id(ptr.id) or ptr.step < 0:
         raise ManifestInvalid(f"{where}: id {ptr.id!r} / step {ptr.step} is not a checkpoint")
     return ptr
+
+
+def is_plain_id(ckpt_id: str) -> bool:
+    """Whether `ckpt_id` can be one path segment of a key: not empty, `.` or `..`, no `/`,
+    backslash or control character."""
+    return ckpt_id not in ("", ".", "..") and not any(
+        c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in ckpt_id)
 
 
 def ckpt_id_for(step: int) -> str:

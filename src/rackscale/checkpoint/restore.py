@@ -151,6 +151,8 @@ class Restorer:
             return f"points at {ptr.id}, whose manifests are all damaged"
         except DOWN:
             return f"points at {ptr.id}, but no tier that might hold it answered"
+        except CheckpointError as err:  # any other reason its checkpoint cannot be read
+            return f"points at {ptr.id}, which cannot be read ({err})"
         if m.step != ptr.step:
             return f"says step {ptr.step} but {ptr.id} is step {m.step}"
         return None
