@@ -521,3 +521,36 @@ def test_a_pointer_to_no_plain_id_is_outvoted_for_restore_show_and_verify(
     report = Restorer(tiers).restore("latest")
     assert report.id == ck(2) and list(report.bad_latest) == ["us-east"]
 
+
+def test_an_object_gone_from_one_region_is_served_by_another_said_and_copied_back(
+        tmp_path: Path) -> None:
+    from rackscale.checkpoint import listing_rows
+
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    tiers.region.path(key).unlink()
+    shutil.rmtree(tiers.local.root)  # a new node: nothing cached
+    assert listing_rows(tiers, Restorer(tiers), [])[0]["tiers"] == {
+        "local": "no", "us-east": "missing", "us-west": "yes"}  # as verify sees it
+    assert Restorer(tiers).verify(ck(1), tiers.region)["status"] == "missing"
+    report = Restorer(tiers).restore(ck(1))
+    assert report.missing == [{"tier": "us-east", "item": "blob"}]
+    assert report.served_by == {"us-west": 3, "us-east": 2}  # blob from the other region
+    assert report.repaired == ["us-east:blob"]
+    assert tiers.region.path(key).read_bytes() == BLOB  # copied back, verified
+    assert Restorer(tiers).verify(ck(1), tiers.region)["ok"]
+    assert listing_rows(tiers, Restorer(tiers), [])[0]["tiers"]["us-east"] == "yes"
+
+
+def test_a_tier_that_never_held_the_checkpoint_is_not_missing_anything(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    shutil.rmtree(tiers.replicas[0].path(tiers.layout.ckpt_prefix(ck(1))))
+    shutil.rmtree(tiers.local.root)
+    tiers.region.path(tiers.layout.data(ck(1), "n")).unlink()
+    with pytest.raises(IntegrityError):
+        Restorer(tiers).restore(ck(1))
+    tiers = save(dir_cfg(tmp_path / "2"), 1)
+    shutil.rmtree(tiers.replicas[0].path(tiers.layout.ckpt_prefix(ck(1))))
+    shutil.rmtree(tiers.local.root)
+    report = Restorer(tiers).restore(ck(1))
+    assert report.missing == [] and report.repaired == []
