@@ -22,7 +22,7 @@ def _wait_committed(job: Path, ckpt_id: str, timeout_s: float = 240) -> Tiers:
     while time.monotonic() < deadline:
         if (job / "tiers.json").exists():
             tiers = Tiers(load_config(job / "tiers.json"))
-            if tiers.job and tiers.read_manifest(tiers.region, ckpt_id) is not None:
+            if tiers.read_manifest(tiers.region, ckpt_id) is not None:
                 return tiers
         time.sleep(0.05)
     raise AssertionError(f"{ckpt_id} was never committed in the region")
