@@ -68,11 +68,14 @@ class RestoreReport:
 
 
 class Restorer:
-    def __init__(self, tiers: Tiers, *, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, tiers: Tiers, *, progress: Callable[[int], None] | None = None,
+                 like: Restorer | None = None) -> None:
         self.tiers = tiers
         self.progress = progress
-        self._down: dict[str, str] = {}  # tier -> why it is skipped for this restorer
-        self._errors: dict[str, Exception] = {}
+        # tier -> why it is skipped for this restorer; `like`: one of the same command that
+        # already found tiers down, so that they are not waited on a second time
+        self._down: dict[str, str] = dict(like._down) if like else {}
+        self._errors: dict[str, Exception] = dict(like._errors) if like else {}
         self.bad_manifests: dict[str, dict[str, str]] = {}  # id -> tier -> why
         self.bad_latest: dict[str, str] = {}
         self.quarantined: list[str] = []

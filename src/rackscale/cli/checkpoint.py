@@ -196,7 +196,8 @@ def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
                       TransferSpeedColumn(), console=console, disable=json_out,
                       transient=True) as bar:
             task = bar.add_task(f"restore {ckpt_id}", total=total)
-            rep = Restorer(tiers, progress=lambda n: bar.advance(task, n)).restore(ckpt_id)
+            rep = Restorer(tiers, progress=lambda n: bar.advance(task, n),
+                           like=probe).restore(ckpt_id)
         if out:
             src = tiers.local.path(tiers.layout.data_prefix(rep.id))
             shutil.copytree(src, out, dirs_exist_ok=True)
