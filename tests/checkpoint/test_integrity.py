@@ -252,7 +252,7 @@ def test_a_put_cut_short_by_a_killed_client_leaves_no_object(regions: tuple) -> 
             sock.recv(4096)
         raise Killed
 
-    store.client.meta.events.register("before-send.s3.PutObject", send_headers_then_die)
+    store.meta.meta.events.register("before-send.s3.PutObject", send_headers_then_die)
     for key, if_absent in (("p/latest", False), ("p/step-1/manifest.json", True)):
         with pytest.raises(Killed):
             store.put(key, b'{"id": "step-00000001", "step": 1}', if_absent=if_absent)

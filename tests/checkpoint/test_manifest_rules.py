@@ -110,14 +110,14 @@ def test_chunk_count(size: int, chunks: int) -> None:
 # --- round trip and what the hash binds --------------------------------------------------------
 def test_a_new_manifest_round_trips_and_is_the_current_version() -> None:
     m = sample()
-    assert m.version == MANIFEST_VERSION == 2
+    assert m.version == MANIFEST_VERSION == 3
     assert m.hash == checkpoint_hash(m) and len(m.hash) == len(digest(b"", ALGO))
     back = Manifest.from_json(m.to_json(), expect_id="step-00000003")
     assert back == m and back.to_json() == m.to_json()
     assert m.total_bytes == 10240 + 24 + 16 + 0
     tier = m.for_tier("us-west", {"staged": 1.0})
     assert (tier.tier, tier.states, tier.hash, tier.version, tier.items) == (
-        "us-west", {"staged": 1.0}, m.hash, 2, m.items)
+        "us-west", {"staged": 1.0}, m.hash, 3, m.items)
 
 
 # Edits that keep every item consistent with itself: only the checkpoint hash can catch them.
@@ -182,6 +182,7 @@ def test_states_and_tier_are_history_outside_the_hash() -> None:
 def test_version_1_manifests_still_read_and_their_items_are_still_checked() -> None:
     raw = raw_of(sample())
     raw["version"] = 1
+    del raw["job"]  # versions 1 and 2 have no job
     raw["hash"] = combine([i["hash"] for i in raw["items"]], ALGO)
     m = load(raw)
     assert m.version == 1 and m.hash == checkpoint_hash(m)
@@ -193,11 +194,11 @@ def test_version_1_manifests_still_read_and_their_items_are_still_checked() -> N
         load(raw)
 
 
-@pytest.mark.parametrize("version", [0, 3, -1])
+@pytest.mark.parametrize("version", [0, 4, -1])
 def test_other_versions_are_refused_naming_what_is_read(version: int) -> None:
     raw = raw_of(sample()) | {"version": version}
     with pytest.raises(ManifestInvalid, match=rf"manifest version {version} is not supported "
-                                              rf"\(this rackscale reads \[1, 2\]\)"):
+                                              rf"\(this rackscale reads \[1, 2, 3\]\)"):
         load(raw)
 
 
@@ -331,7 +332,8 @@ def test_the_checkpoint_hash_is_the_documented_canonical_json() -> None:
     it = m.items[0]
     canonical = ('{"algo":"ALGO","chunk_size":4096,"created_at":2.5,"id":"step-00000001",'
                  '"items":[{"chunks":["CHUNK"],"hash":"ITEM","meta":{"key":"gewicht-\\u00e4"},'
-                 '"name":"gewicht-\\u00e4","size":3}],"save_uuid":"u","step":1,"version":2}')
+                 '"name":"gewicht-\\u00e4","size":3}],"job":"","save_uuid":"u","step":1,'
+                 '"version":3}')
     canonical = canonical.replace("ALGO", ALGO).replace("CHUNK", it.chunks[0]).replace(
         "ITEM", it.hash)
     assert m.hash == digest(canonical.encode(), ALGO)

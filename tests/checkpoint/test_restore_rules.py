@@ -267,7 +267,7 @@ def test_verify_says_per_tier_what_is_wrong(tmp_path: Path) -> None:
         return Restorer(tiers).verify(ck(1), store)
 
     res = status(tiers.region)
-    assert (res["status"], res["ok"], res["version"], res["error"]) == ("ok", True, 2, None)
+    assert (res["status"], res["ok"], res["version"], res["error"]) == ("ok", True, 3, None)
     assert res["hash"] == tiers.read_manifest(tiers.region, ck(1)).hash
     raw = bytearray(tiers.replicas[0].path(key).read_bytes())
     raw[2 * CS] ^= 1
@@ -505,3 +505,52 @@ def test_a_tier_without_a_pointer_does_not_end_the_vote(tmp_path: Path) -> None:
     r = Restorer(tiers)
     assert r.resolve_id("latest") == ck(2)  # the replica's pointer
     assert list(r.bad_latest) == ["us-east"]  # the region's was read, and lost
+
+
+@pytest.mark.parametrize("body", [b'{"id": "..", "step": 99}',
+                                  b'{"id": "a\\u0000b", "step": 9}'])
+def test_a_pointer_to_no_plain_id_is_outvoted_for_restore_show_and_verify(
+        tmp_path: Path, body: bytes) -> None:
+    tiers = save(dir_cfg(tmp_path), 1, 2)
+    tiers.region.put(tiers.layout.latest, body)
+    r = Restorer(tiers)
+    assert r.resolve_id("latest") == ck(2)
+    assert list(r.bad_latest) == ["us-east"]
+    assert r.manifest(r.resolve_id("latest"))[0].step == 2  # what `show latest` reads
+    assert Restorer(tiers).verify("latest", tiers.replicas[0])["ok"]
+    report = Restorer(tiers).restore("latest")
+    assert report.id == ck(2) and list(report.bad_latest) == ["us-east"]
+
+
+def test_an_object_gone_from_one_region_is_served_by_another_said_and_copied_back(
+        tmp_path: Path) -> None:
+    from rackscale.checkpoint import listing_rows
+
+    tiers = save(dir_cfg(tmp_path), 1)
+    key = tiers.layout.data(ck(1), "blob")
+    tiers.region.path(key).unlink()
+    shutil.rmtree(tiers.local.root)  # a new node: nothing cached
+    assert listing_rows(tiers, Restorer(tiers), [])[0]["tiers"] == {
+        "local": "no", "us-east": "missing", "us-west": "yes"}  # as verify sees it
+    assert Restorer(tiers).verify(ck(1), tiers.region)["status"] == "missing"
+    report = Restorer(tiers).restore(ck(1))
+    assert report.missing == [{"tier": "us-east", "item": "blob"}]
+    assert report.served_by == {"us-west": 3, "us-east": 2}  # blob from the other region
+    assert report.repaired == ["us-east:blob"]
+    assert tiers.region.path(key).read_bytes() == BLOB  # copied back, verified
+    assert Restorer(tiers).verify(ck(1), tiers.region)["ok"]
+    assert listing_rows(tiers, Restorer(tiers), [])[0]["tiers"]["us-east"] == "yes"
+
+
+def test_a_tier_that_never_held_the_checkpoint_is_not_missing_anything(tmp_path: Path) -> None:
+    tiers = save(dir_cfg(tmp_path), 1)
+    shutil.rmtree(tiers.replicas[0].path(tiers.layout.ckpt_prefix(ck(1))))
+    shutil.rmtree(tiers.local.root)
+    tiers.region.path(tiers.layout.data(ck(1), "n")).unlink()
+    with pytest.raises(IntegrityError):
+        Restorer(tiers).restore(ck(1))
+    tiers = save(dir_cfg(tmp_path / "2"), 1)
+    shutil.rmtree(tiers.replicas[0].path(tiers.layout.ckpt_prefix(ck(1))))
+    shutil.rmtree(tiers.local.root)
+    report = Restorer(tiers).restore(ck(1))
+    assert report.missing == [] and report.repaired == []

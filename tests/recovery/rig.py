@@ -21,7 +21,7 @@ def trainer_cmd(job_dir: Path, *extra: str, steps: int = STEPS) -> list[str]:
             "--pace-s", str(PACE), "--job-dir", str(job_dir), *extra]
 
 
-def reference_digest(steps: int = STEPS) -> str:
+def reference_digest(steps: int = STEPS, seed: int = 0) -> str:
     """The parameters' digest of an uninterrupted two-rank run of `trainer_cmd`'s training,
     computed in this process: both ranks' gradients on the one model, summed and halved as
     the trainer's all-reduce does. For two ranks that is exact (a + b is one IEEE addition
@@ -32,7 +32,7 @@ def reference_digest(steps: int = STEPS) -> str:
 
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # as each rank runs
-    s = DemoSettings(steps=steps)
+    s = DemoSettings(steps=steps, seed=seed)
     model = build_model(s)
     optim = torch.optim.Adam(model.parameters(), lr=s.lr)
     params = list(model.parameters())

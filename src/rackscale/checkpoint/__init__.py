@@ -4,11 +4,13 @@ and retention. Imports nothing of rackscale but `rackscale.errors`.
 """
 
 from rackscale.checkpoint.bench import run_all as run_benchmarks
+from rackscale.checkpoint.choose import ResumePoint, resume_point
 from rackscale.checkpoint.config import (
     Retention,
     StoreSpec,
     TiersConfig,
     default_config,
+    for_job,
     load_config,
     parse_config,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "ProfileError",
     "RestoreReport",
     "Restorer",
+    "ResumePoint",
     "Retention",
     "SaveHandle",
     "SaveReport",
@@ -80,6 +83,7 @@ __all__ = [
     "default_config",
     "demo_checkpoint",
     "fit_affine",
+    "for_job",
     "gc",
     "import_dcp",
     "listing_rows",
@@ -89,6 +93,7 @@ __all__ = [
     "parse_config",
     "parse_profile",
     "parse_size",
+    "resume_point",
     "run_benchmarks",
     "tier_presence",
 ]

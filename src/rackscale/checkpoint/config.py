@@ -80,6 +80,12 @@ class TiersConfig(BaseModel):
     replicas: list[StoreSpec] = Field(default_factory=list)
     archive: StoreSpec | None = None
     prefix: str = Field(default="ckpt", pattern=r"^[A-Za-z0-9_.-]+$")
+    # The job these checkpoints belong to (None: checkpoints of no job). A job has its own
+    # key space (`<prefix>/jobs/<job>/`) and local bookkeeping, its manifests name it, and a
+    # restore through a job's tiers refuses another job's manifest: two jobs that share one
+    # tiers config never resume each other's checkpoints.
+    job: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+                            max_length=128)
     # The hash unit (verified and repaired one by one) and the upload unit (an S3 part).
     chunk_size: int = Field(default=4 * MiB, ge=4096)
     part_size: int = Field(default=16 * MiB, ge=4096)
@@ -112,6 +118,17 @@ class TiersConfig(BaseModel):
         if len(set(names)) != len(names) or "local" in names:
             raise ValueError(f"store names must be unique and not 'local': {names}")
         return self
+
+
+def for_job(cfg: TiersConfig, job: str) -> TiersConfig:
+    """`cfg` scoped to one job (see `TiersConfig.job`); refused if it names another job."""
+    if cfg.job is not None and cfg.job != job:
+        raise ConfigError(f"tiers config is scoped to job {cfg.job!r}, not {job!r}; give the "
+                          f"job a config without `job` (the supervisor adds it)")
+    try:
+        return TiersConfig.model_validate(cfg.model_dump() | {"job": job})
+    except ValidationError as err:
+        raise ConfigError(f"job id {job!r}: {err.errors()[0]['msg']}") from None
 
 
 def parse_config(data: dict, source: str = "config") -> TiersConfig:

@@ -3,26 +3,42 @@ server's checkpoints API."""
 
 from __future__ import annotations
 
-from rackscale.checkpoint.errors import CheckpointError, StoreAuthError, StoreUnreachable
+from functools import partial
+
+from rackscale.checkpoint.errors import CheckpointError
+from rackscale.checkpoint.manifest import Manifest
+from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.restore import Restorer
 from rackscale.checkpoint.tiers import Tiers
 
-DOWN = (StoreUnreachable, StoreAuthError)
 
-
-def tier_presence(tiers: Tiers, r: Restorer, ckpt_id: str) -> dict[str, str]:
-    """Per tier: yes (a manifest), no, bad (a manifest that does not check out), unreachable."""
+def tier_presence(tiers: Tiers, r: Restorer, ckpt_id: str,
+                  m: Manifest | None = None) -> dict[str, str]:
+    """Per tier: yes (its manifest and every object of `m`), missing (a manifest, but an
+    object of `m` is gone: what `verify` calls missing), no, bad (a manifest that does not
+    check out), unreachable. One listing per tier; a tier already down is not asked."""
     bad = r.bad_manifests.get(ckpt_id, {})
+    layout = tiers.layout
     out = {}
     for s in tiers.all:
         if s.name in bad:
             out[s.name] = "bad"
             continue
-        try:
-            out[s.name] = "yes" if s.head(tiers.layout.manifest(ckpt_id)) else "no"
-        except DOWN:
+        keys = r.ask(s, partial(_keys, s, layout.ckpt_prefix(ckpt_id)))
+        if keys is None:
             out[s.name] = "unreachable"
+        elif layout.manifest(ckpt_id) not in keys:
+            out[s.name] = "no"
+        elif m is not None and any(layout.data(ckpt_id, it.name) not in keys
+                                   for it in m.items):
+            out[s.name] = "missing"
+        else:
+            out[s.name] = "yes"
     return out
+
+
+def _keys(store: ObjectStore, prefix: str) -> set[str]:
+    return set(store.list(prefix))
 
 
 def catalog_of(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict:
@@ -52,6 +68,6 @@ def listing_rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
         rpo = states["region"] - states["staged"] if {"region", "staged"} <= set(states) else None
         rows.append({"id": ckpt_id, "step": m.step, "bytes": m.total_bytes, "hash": m.hash,
                      "algo": m.algo, "state": list(states)[-1] if states else "-",
-                     "states": states, "rpo_s": rpo, "tiers": tier_presence(tiers, r, ckpt_id),
+                     "states": states, "rpo_s": rpo, "tiers": tier_presence(tiers, r, ckpt_id, m),
                      "errors": cat.get("errors", {}), "manifest_from": src})
     return rows

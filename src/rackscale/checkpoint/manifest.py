@@ -7,7 +7,8 @@ catalog keeps the full history, so every checkpoint's RPO (staged -> region) is 
 
 A manifest is trusted only after `Manifest.from_json` checked it: every field has its type,
 each item agrees with its own chunk list, size and dtype/shape, the id matches the key it was
-read from, and the checkpoint hash covers every field a reader acts on (version 2). `states`
+read from, and the checkpoint hash covers every field a reader acts on (version 2 and on;
+version 3 adds the job the checkpoint belongs to). `states`
 and `tier` differ from tier to tier by design and are history only: nothing is restored from
 them, so they are outside the hash.
 """
@@ -54,10 +55,12 @@ ORDER = list(CkptState)
 # Version 1 hashed only the item hashes; version 2 hashes every field a reader trusts.
 # Version 1 manifests are still read: their items are checked against their chunks, sizes
 # and dtype/shape like any other, only their checkpoint hash does not bind those fields.
-MANIFEST_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 3 also binds `job` (the job that saved it, "" for none), so a copy cannot be passed
+# off as another job's; versions 1 and 2 have no job.
+MANIFEST_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 HASHED_FIELDS = ("version", "id", "step", "save_uuid", "algo", "chunk_size", "created_at",
-                 "items")
+                 "items", "job")
 HISTORY_FIELDS = ("states", "tier")  # per tier, outside the hash, never acted on
 ITEM_FIELDS = ("name", "size", "chunks", "hash", "meta")
 
@@ -110,13 +113,14 @@ class Manifest:
     states: dict[str, float] = field(default_factory=dict)
     tier: str = "local"
     version: int = MANIFEST_VERSION
+    job: str = ""  # the job that saved it ("" for none, and in versions 1 and 2)
 
     @classmethod
     def new(cls, *, id: str, step: int, save_uuid: str, algo: str, chunk_size: int,
-            items: list[ItemEntry], created_at: float) -> Manifest:
+            items: list[ItemEntry], created_at: float, job: str = "") -> Manifest:
         """A manifest for a new save: current version, hash computed, checked like a read."""
         m = cls(id=id, step=step, save_uuid=save_uuid, algo=algo, chunk_size=chunk_size,
-                items=items, hash="", created_at=created_at)
+                items=items, hash="", created_at=created_at, job=job)
         m.hash = checkpoint_hash(m)
         check_manifest(m, where=f"new manifest of {id}")
         return m
@@ -126,7 +130,10 @@ class Manifest:
         return sum(i.size for i in self.items)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=1, sort_keys=True, allow_nan=False).encode()
+        doc = asdict(self)
+        if self.version < 3:  # an old manifest copied to another tier stays what it was
+            del doc["job"]
+        return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False).encode()
 
     @classmethod
     def from_json(cls, data: bytes | str, *, expect_id: str | None = None,
@@ -147,7 +154,7 @@ class Manifest:
         return Manifest(id=self.id, step=self.step, save_uuid=self.save_uuid, algo=self.algo,
                         chunk_size=self.chunk_size, items=self.items, hash=self.hash,
                         created_at=self.created_at, states=dict(states), tier=tier,
-                        version=self.version)
+                        version=self.version, job=self.job)
 
 
 # --- the checkpoint hash ------------------------------------------------------------------------
@@ -155,6 +162,8 @@ def _canonical(m: Manifest) -> bytes:
     doc = {"version": m.version, "id": m.id, "step": m.step, "save_uuid": m.save_uuid,
            "algo": m.algo, "chunk_size": m.chunk_size, "created_at": m.created_at,
            "items": [asdict(i) for i in m.items]}
+    if m.version >= 3:
+        doc["job"] = m.job
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode()
 
@@ -208,7 +217,8 @@ def parse_manifest(raw: Any, where: str) -> Manifest:
     if version not in READABLE_VERSIONS:
         raise ManifestInvalid(f"{where}: manifest version {version} is not supported (this "
                               f"rackscale reads {list(READABLE_VERSIONS)}); upgrade rackscale")
-    _no_extra(raw, (*HASHED_FIELDS, "hash", *HISTORY_FIELDS), where)
+    fields = HASHED_FIELDS if version >= 3 else tuple(f for f in HASHED_FIELDS if f != "job")
+    _no_extra(raw, (*fields, "hash", *HISTORY_FIELDS), where)
     items = [_parse_item(it, f"{where}: items[{n}]")
              for n, it in enumerate(_typed(raw, "items", (list,), where))]
     states = _typed(raw, "states", (dict,), where) if "states" in raw else {}
@@ -222,7 +232,8 @@ def parse_manifest(raw: Any, where: str) -> Manifest:
                     hash=_typed(raw, "hash", (str,), where),
                     created_at=_typed(raw, "created_at", (int, float), where),
                     states=dict(states), tier=_typed(raw, "tier", (str,), where)
-                    if "tier" in raw else "local", version=version)
+                    if "tier" in raw else "local", version=version,
+                    job=_typed(raw, "job", (str,), where) if version >= 3 else "")
 
 
 # --- checks: an item against its chunks, size and dtype/shape; the manifest against its hash ---
@@ -326,9 +337,18 @@ def parse_latest(data: bytes | str, where: str = "latest") -> LatestPointer:
     ptr = LatestPointer(id=_typed(raw, "id", (str,), where),
                         step=_typed(raw, "step", (int,), where),
                         hash=_typed(raw, "hash", (str,), where) if "hash" in raw else "")
-    if not ptr.id or "/" in ptr.id or ptr.step < 0:
+    # The id becomes part of a key in every tier: one that is not a plain name (".." climbs
+    # out of the prefix, a NUL is no path at all) names no checkpoint anywhere.
+    if not is_plain_id(ptr.id) or ptr.step < 0:
         raise ManifestInvalid(f"{where}: id {ptr.id!r} / step {ptr.step} is not a checkpoint")
     return ptr
+
+
+def is_plain_id(ckpt_id: str) -> bool:
+    """Whether `ckpt_id` can be one path segment of a key: not empty, `.` or `..`, no `/`,
+    backslash or control character."""
+    return ckpt_id not in ("", ".", "..") and not any(
+        c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in ckpt_id)
 
 
 def ckpt_id_for(step: int) -> str:
@@ -358,6 +378,12 @@ class Layout:
         return f"{self.prefix}/latest"
 
     def ids_from_keys(self, keys: list[str]) -> list[str]:
-        out = {k.split("/")[1] for k in keys if k.endswith("/manifest.json")
-               and k.startswith(self.prefix + "/")}
+        """Ids of the manifests right under the prefix: a job's key space below it
+        (`<prefix>/jobs/<job>/...`) holds that job's checkpoints, not this layout's."""
+        head = self.prefix + "/"
+        out = set()
+        for k in keys:
+            parts = k[len(head):].split("/") if k.startswith(head) else []
+            if len(parts) == 2 and parts[1] == "manifest.json":
+                out.add(parts[0])
         return sorted(out)

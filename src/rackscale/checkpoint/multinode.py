@@ -27,11 +27,11 @@ from rackscale.checkpoint.upload import commit_manifest, set_latest
 
 
 def build_manifest(*, ckpt_id: str, step: int, save_uuid: str, algo: str, chunk_size: int,
-                   items: list[ItemEntry], created_at: float) -> Manifest:
+                   items: list[ItemEntry], created_at: float, job: str | None) -> Manifest:
     """A new manifest, its items in name order (every rank builds the same one)."""
     return Manifest.new(id=ckpt_id, step=step, save_uuid=save_uuid, algo=algo,
                         chunk_size=chunk_size, items=sorted(items, key=lambda e: e.name),
-                        created_at=created_at)
+                        created_at=created_at, job=job or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,7 @@ class PartCommit:
         full = build_manifest(ckpt_id=manifest.id, step=manifest.step,
                               save_uuid=self.part.save_uuid, algo=manifest.algo,
                               chunk_size=manifest.chunk_size, items=items,
-                              created_at=self.part.created_at)
+                              created_at=self.part.created_at, job=self.tiers.job)
         commit_manifest(store, self.tiers, full.for_tier(store.name, states))
         set_latest(store, self.tiers, full)
         self.full = full
@@ -170,7 +170,7 @@ def local_part(tiers: Tiers, ckpt_id: str, part: SavePart) -> Manifest | None:
     return build_manifest(ckpt_id=ckpt_id, step=rec["step"], save_uuid=part.save_uuid,
                           algo=rec["algo"], chunk_size=rec["chunk_size"],
                           items=[ItemEntry(**i) for i in rec["items"]],
-                          created_at=part.created_at)
+                          created_at=part.created_at, job=tiers.job)
 
 
 def local_part_steps(tiers: Tiers) -> dict[str, int]:

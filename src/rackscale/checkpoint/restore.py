@@ -47,6 +47,9 @@ class RestoreReport:
     served_by: dict[str, int] = field(default_factory=dict)  # tier -> chunks served
     bad_chunks: list[dict] = field(default_factory=list)  # {tier, item, chunk}
     bad_sizes: list[dict] = field(default_factory=list)  # {tier, item, size, expected}
+    # {tier, item}: a tier that holds the checkpoint's manifest but not this object (another
+    # tier served it; the object is copied back to the tier, see `repaired`)
+    missing: list[dict] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)  # "tier:item"
     unreachable: dict[str, str] = field(default_factory=dict)
     bad_manifests: dict[str, str] = field(default_factory=dict)  # tier -> why it was skipped
@@ -66,15 +69,19 @@ class RestoreReport:
 
 
 class Restorer:
-    def __init__(self, tiers: Tiers, *, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, tiers: Tiers, *, progress: Callable[[int], None] | None = None,
+                 like: Restorer | None = None) -> None:
         self.tiers = tiers
         self.progress = progress
-        self._down: dict[str, str] = {}  # tier -> why it is skipped for this restorer
-        self._errors: dict[str, Exception] = {}
+        # tier -> why it is skipped for this restorer; `like`: one of the same command that
+        # already found tiers down, so that they are not waited on a second time
+        self._down: dict[str, str] = dict(like._down) if like else {}
+        self._errors: dict[str, Exception] = dict(like._errors) if like else {}
         self.bad_manifests: dict[str, dict[str, str]] = {}  # id -> tier -> why
         self.bad_latest: dict[str, str] = {}
         self.quarantined: list[str] = []
         self._sizes: dict[tuple[str, str], int | None] = {}
+        self._holds: dict[tuple[str, str], bool] = {}  # (tier, id) -> holds this save
         self._lock = threading.Lock()
 
     # --- which checkpoint, which manifest -----------------------------------------------------
@@ -87,6 +94,11 @@ class Restorer:
             self._down[store.name] = str(err)
             self._errors[store.name] = err
             return None
+
+    def ask(self, store: ObjectStore, fn: Callable[[], Any]) -> Any:
+        """`fn()` on `store` unless the tier is already known down; None when it is (or goes
+        down now: it is recorded, and no later call of this restorer waits on it)."""
+        return self._try(store, fn)
 
     @property
     def unreachable(self) -> dict[str, str]:
@@ -152,6 +164,8 @@ class Restorer:
             return f"points at {ptr.id}, whose manifests are all damaged"
         except DOWN:
             return f"points at {ptr.id}, but no tier that might hold it answered"
+        except CheckpointError as err:  # any other reason its checkpoint cannot be read
+            return f"points at {ptr.id}, which cannot be read ({err})"
         if m.step != ptr.step:
             return f"says step {ptr.step} but {ptr.id} is step {m.step}"
         return None
@@ -298,6 +312,12 @@ class Restorer:
         its first chunks hash to: it serves none of the item's chunks."""
         size = self._try(store, lambda: self._object_size(store, m, it))
         if size is None:
+            if store.name not in self._down and self._holds_save(store, m):
+                # Committed there, yet the object is gone: say so, and copy it back.
+                with self._lock:
+                    if f"{store.name}:{it.name}" not in bad_remote:
+                        report.missing.append({"tier": store.name, "item": it.name})
+                        bad_remote.add(f"{store.name}:{it.name}")
             return False
         if size != it.size:
             with self._lock:
@@ -307,6 +327,17 @@ class Restorer:
                     bad_remote.add(f"{store.name}:{it.name}")
             return False
         return True
+
+    def _holds_save(self, store: ObjectStore, m: Manifest) -> bool:
+        """Whether `store` has a manifest of this very save (a tier without one simply does
+        not hold the checkpoint: nothing is missing there). Asked once per tier."""
+        key = (store.name, m.id)
+        if key not in self._holds:
+            own = self._read(store, m.id)
+            with self._lock:
+                self._holds[key] = own is not None and (own.save_uuid, own.hash) == (
+                    m.save_uuid, m.hash)
+        return self._holds[key]
 
     def _chunk(self, m: Manifest, it: ItemEntry, i: int, path: Path, report: RestoreReport,
                bad_remote: set[str]) -> str:

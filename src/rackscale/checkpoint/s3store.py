@@ -25,6 +25,7 @@ from rackscale.checkpoint.objectstore import ObjectInfo
 from rackscale.redact import redact, redact_url, url_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
+SMALL = 1 << 20  # a put up to this size is metadata (manifest, pointer, part record)
 
 _AUTH_CODES = {"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "403",
                "InvalidToken", "ExpiredToken"}
@@ -86,18 +87,29 @@ class S3Store:
         # own messages.
         self.shown = redact_url(endpoint, keep_user=False)
         self._secrets = [*url_secrets(endpoint, with_user=True), secret_key]
-        cfg = Config(
-            retries={"max_attempts": 2, "mode": "standard"},
-            connect_timeout=timeout_s, read_timeout=max(timeout_s, 30.0),
-            max_pool_connections=max_pool, s3={"addressing_style": "path"},
-            # Our own hashes cover integrity end to end; skipping botocore's CRC of every
-            # body halves the CPU spent per byte uploaded.
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
-        self.client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
-                                   aws_secret_access_key=secret_key, region_name=region,
-                                   config=cfg)
+
+        def client(wait_s: float, read_timeout: float) -> Any:
+            cfg = Config(
+                retries={"max_attempts": 2, "mode": "standard"},
+                connect_timeout=wait_s, read_timeout=read_timeout,
+                max_pool_connections=max_pool, s3={"addressing_style": "path"},
+                # Our own hashes cover integrity end to end; skipping botocore's CRC of every
+                # body halves the CPU spent per byte uploaded.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            )
+            return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
+                                aws_secret_access_key=secret_key, region_name=region,
+                                config=cfg)
+
+        # A request with a small answer (a manifest, a pointer, a listing, a HEAD) waits at
+        # most `timeout_s` with its one retry (half each): a tier that accepts connections
+        # and never answers is known down after that, and a reader asks it no more, so
+        # every command that lists or reads manifests is bounded by it. Data transfers
+        # (parts, ranged reads, big puts) keep a longer read timeout: a busy server may take
+        # longer over a 16 MiB part than over a HEAD without being down.
+        self.meta = client(timeout_s / 2, timeout_s / 2)
+        self.client = client(timeout_s, max(timeout_s, 30.0))
 
     def describe(self) -> str:
         return f"s3:{self.shown}/{self.bucket}"
@@ -107,7 +119,7 @@ class S3Store:
 
     @_translate
     def check(self) -> None:
-        self.client.head_bucket(Bucket=self.bucket)
+        self.meta.head_bucket(Bucket=self.bucket)
 
     @_translate
     def create_bucket(self) -> None:
@@ -128,22 +140,25 @@ class S3Store:
         extra = {"ContentMD5": base64.b64encode(hashlib.md5(body).digest()).decode()}
         if if_absent:
             extra["IfNoneMatch"] = "*"
-        r = self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+        c = self.client if len(body) > SMALL else self.meta
+        r = c.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
         return r["ETag"].strip('"')
 
     @_translate
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         extra = {}
+        c = self.meta  # a whole object: a manifest, a pointer, a part record
         if start or end is not None:
             extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
-        r = self.client.get_object(Bucket=self.bucket, Key=key, **extra)
+            c = self.client  # a chunk of data
+        r = c.get_object(Bucket=self.bucket, Key=key, **extra)
         return r["Body"].read()
 
     @_translate
     def head(self, key: str) -> ObjectInfo | None:
         from botocore.exceptions import ClientError
         try:
-            r = self.client.head_object(Bucket=self.bucket, Key=key)
+            r = self.meta.head_object(Bucket=self.bucket, Key=key)
         except ClientError as err:
             if str(err.response.get("Error", {}).get("Code")) in _MISSING_CODES:
                 return None
@@ -153,14 +168,14 @@ class S3Store:
     @_translate
     def list(self, prefix: str) -> list[str]:
         out: list[str] = []
-        for page in self.client.get_paginator("list_objects_v2").paginate(
+        for page in self.meta.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=prefix):
             out.extend(o["Key"] for o in page.get("Contents", []))
         return sorted(out)
 
     @_translate
     def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=key)
+        self.meta.delete_object(Bucket=self.bucket, Key=key)
 
     @_translate
     def create_upload(self, key: str) -> str:
@@ -201,5 +216,5 @@ class S3Store:
 
     @_translate
     def list_uploads(self, prefix: str) -> builtins.list[tuple[str, str]]:
-        r = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix)
+        r = self.meta.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix)
         return [(u["Key"], u["UploadId"]) for u in r.get("Uploads", [])]

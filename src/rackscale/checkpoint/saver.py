@@ -404,7 +404,7 @@ class CheckpointManager:
         created = part.created_at if part is not None else report.states["staged"]
         manifest = build_manifest(ckpt_id=report.id, step=report.step, save_uuid=save_uuid,
                                   algo=self.cfg.hash_algo, chunk_size=self.cfg.chunk_size,
-                                  items=entries, created_at=created)
+                                  items=entries, created_at=created, job=self.tiers.job)
         report.hash, report.total_bytes = manifest.hash, manifest.total_bytes
         committer: Committer = PartCommit(self.tiers, part) if part is not None else \
             WholeCommit(self.tiers)

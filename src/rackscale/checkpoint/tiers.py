@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rackscale.checkpoint.config import TiersConfig
-from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
+from rackscale.checkpoint.errors import CheckpointError, ManifestInvalid, ObjectMissing
 from rackscale.checkpoint.journal import Journal, replay
 from rackscale.checkpoint.manifest import Layout, Manifest
 from rackscale.checkpoint.objectstore import (
@@ -30,8 +30,12 @@ from rackscale.checkpoint.objectstore import (
 class Tiers:
     def __init__(self, cfg: TiersConfig, *, stores: dict[str, ObjectStore] | None = None):
         self.cfg = cfg
-        self.root = Path(cfg.local_dir)
-        self.layout = Layout(cfg.prefix)
+        # A job's bookkeeping (catalog, journal, leases, quarantine) and cache live apart from
+        # every other job's on a shared `local_dir`: they are keyed by checkpoint id, and
+        # step ids are the same in every job.
+        self.job = cfg.job
+        self.root = Path(cfg.local_dir) / "jobs" / cfg.job if cfg.job else Path(cfg.local_dir)
+        self.layout = Layout(f"{cfg.prefix}/jobs/{cfg.job}" if cfg.job else cfg.prefix)
         self.local = LocalDirStore(self.root / "cache", name="local", sync=cfg.fsync)
         given = stores or {}
         self.region = given.get(cfg.region.name) or cfg.region.build()
@@ -157,7 +161,16 @@ class Tiers:
             raw = store.get(key)
         except ObjectMissing:
             return None
-        return Manifest.from_json(raw, expect_id=ckpt_id, where=f"{store.name}: {key}")
+        m = Manifest.from_json(raw, expect_id=ckpt_id, where=f"{store.name}: {key}")
+        if self.job is not None and m.job != self.job:
+            # Only a copy moved by hand can be here (the key space is the job's own): never
+            # resume it, whatever it holds.
+            owner = (f"job {m.job!r}" if m.job
+                     else "no job (saved before checkpoints named their job)")
+            raise ManifestInvalid(f"{store.name}: {key}: checkpoint {ckpt_id} belongs to "
+                                  f"{owner}, not to job {self.job!r}; a job resumes only its "
+                                  f"own checkpoints")
+        return m
 
     def quarantine(self, ckpt_id: str) -> Path | None:
         """Set a bad local copy aside (manifest and data) under `quarantine/`, so nothing reads

@@ -121,7 +121,7 @@ def show(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
     cat = catalog_of(tiers, ckpt_id, notes)
     out = {"id": m.id, "step": m.step, "hash": m.hash, "algo": m.algo, "version": m.version,
            "manifest_from": src, "states": cat.get("states") or m.states,
-           "errors": cat.get("errors", {}), "tiers": tier_presence(tiers, r, ckpt_id),
+           "errors": cat.get("errors", {}), "tiers": tier_presence(tiers, r, ckpt_id, m),
            "items": [{"name": i.name, "size": i.size, "chunks": len(i.chunks), "hash": i.hash}
                      for i in m.items],
            "unreachable": r.unreachable, "damaged": r.bad_manifests.get(ckpt_id, {}),
@@ -196,7 +196,8 @@ def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
                       TransferSpeedColumn(), console=console, disable=json_out,
                       transient=True) as bar:
             task = bar.add_task(f"restore {ckpt_id}", total=total)
-            rep = Restorer(tiers, progress=lambda n: bar.advance(task, n)).restore(ckpt_id)
+            rep = Restorer(tiers, progress=lambda n: bar.advance(task, n),
+                           like=probe).restore(ckpt_id)
         if out:
             src = tiers.local.path(tiers.layout.data_prefix(rep.id))
             shutil.copytree(src, out, dirs_exist_ok=True)
@@ -219,6 +220,9 @@ def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
                       f"manifest says {b['expected']} B")
     for b in rep.bad_chunks:
         console.print(f"  [red]bad chunk[/] {escape(b['item'])}#{b['chunk']} in {b['tier']}")
+    for b in rep.missing:
+        console.print(f"  [red]missing[/] {escape(b['item'])} in {b['tier']} (its manifest is "
+                      f"there): served by another tier")
     if rep.repaired:
         console.print(f"  repaired: {escape(', '.join(rep.repaired))}")
 

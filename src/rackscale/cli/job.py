@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
-from rackscale.cli._common import DbOption, JsonOption, emit_json, noun, plain, say
+from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, noun, plain, say
 
 if TYPE_CHECKING:
     from rackscale.recovery import Site
@@ -131,10 +132,16 @@ def run(
     os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
                         db=db, site=_site(runner, lab_dir))
-    state = Supervisor(cfg, setup).run()
-    summary = {"job": state.job, "finished": state.finished, "attempts": state.attempt,
-               "excluded": state.excluded, "spares_left": state.spares,
-               "assignment": state.assignment}
+    notes: list[str] = []
+
+    def note(message: str) -> None:  # as it happens, so a long job says it at once
+        notes.append(message)
+        err_console.print(f"[yellow]{escape(message)}[/]", soft_wrap=True)
+
+    state = Supervisor(cfg, setup, note=note).run()
+    summary = {"job": state.job, "job_id": state.job_id, "finished": state.finished,
+               "attempts": state.attempt, "excluded": state.excluded,
+               "spares_left": state.spares, "assignment": state.assignment, "notes": notes}
     if as_json:
         emit_json(summary)
         return

@@ -7,7 +7,6 @@ certify runner probes a suspect there (the targeted probe of `localize.py`)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from rackscale.certify import (
     loopback_placement,
 )
 from rackscale.checkpoint import Retention, StoreSpec, TiersConfig, load_config
-from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
@@ -152,18 +150,14 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
             if gpu not in fleet.index:
                 raise not_in_fleet(gpu, fleet, store.safe_url)
     job_dir.mkdir(parents=True, exist_ok=True)
-    if config is not None:
-        tiers, tiers_file = load_config(config), config.resolve()
-    else:
-        tiers, tiers_file = job_tiers(job_dir), job_dir / "tiers.json"
-        write_atomic(tiers_file, tiers.model_dump_json(indent=2))
-        os.chmod(tiers_file, 0o600)
+    # The supervisor writes the job's own copy (with its job id) for the ranks.
+    tiers = load_config(config) if config is not None else job_tiers(job_dir)
     localizer = None
     if spec.probe is not None and site is not None:
         probe, where = spec.probe, site
         localizer = Localizer(site.topo, on_runner(site.topo, lambda: probe(where)),
                               spec.thresholds)
-    return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers, tiers_file=tiers_file,
+    return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers,
                     launcher=launcher, placement=placement,
                     recorder=Recorder(job_dir, store, fleet=fleet),
                     localizer=localizer)

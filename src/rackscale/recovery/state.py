@@ -29,6 +29,10 @@ class JobState(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: int = 1
     job: str
+    # The job's identity in the checkpoint tiers (its own key space): made once, when the job
+    # first starts, so a job never resumes another's checkpoints. None in a state written
+    # before jobs had one (the supervisor then gives it one).
+    job_id: str | None = None
     command: list[str]
     gpus: int
     assignment: list[str]  # rank -> slot (a GPU component id)

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import re
 import socket
 import statistics
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from rackscale.certify import Placement
-from rackscale.checkpoint import ManifestInvalid, Tiers, TiersConfig
+from rackscale.checkpoint import ResumePoint, Tiers, TiersConfig, for_job, resume_point
+from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
@@ -56,7 +61,6 @@ class JobSetup:
     job: str
     job_dir: Path
     tiers: TiersConfig
-    tiers_file: Path  # the same config as a file, for the ranks
     launcher: Launcher
     placement: Placement  # every slot (GPUs first, then spares) and how to start its rank
     recorder: Recorder
@@ -72,24 +76,46 @@ class Outcome:
 
 
 def latest_committed(tiers: Tiers) -> tuple[str | None, int]:
-    """The newest checkpoint whose manifest is committed in the region tier (the tier every
-    node reads), skipping a manifest that does not check out; (None, 0) when there is none.
-    A save cut short has no manifest there, so it can never be chosen."""
-    for ckpt_id in reversed(tiers.committed_ids(tiers.region)):
-        try:
-            m = tiers.read_manifest(tiers.region, ckpt_id)
-        except ManifestInvalid:
-            continue
-        if m is not None:
-            return m.id, m.step
-    return None, 0
+    """The newest checkpoint committed in the region tier (the tier every node reads) that
+    some tier holds intact; (None, 0) when there is none. A save cut short has no manifest
+    there, so it can never be chosen; a damaged or incomplete one is passed over."""
+    point = resume_point(tiers)
+    return point.id, point.step
+
+
+def new_job_id(name: str) -> str:
+    """A job's identity in the tiers: its name (made safe for a key) and a random part, so
+    two jobs whose directories have the same name still have key spaces of their own."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".-")[:64] or "job"
+    return f"{safe}-{uuid.uuid4().hex[:8]}"
+
+
+def _no_note(_message: str) -> None:
+    return None
 
 
 class Supervisor:
-    def __init__(self, cfg: JobConfig, setup: JobSetup) -> None:
+    def __init__(self, cfg: JobConfig, setup: JobSetup, *,
+                 note: Callable[[str], None] = _no_note) -> None:
         self.cfg, self.setup = cfg, setup
-        self.tiers = Tiers(setup.tiers)
+        self.note = note  # says what the operator should know (the CLI prints it on stderr)
         self.state = self._initial_state()
+        self.scope_note = ""
+        if self.state.job_id is None:  # new, or a state written before jobs had an id
+            if self.state.attempt > 0:
+                self.scope_note = ("this job's state predates per-job checkpoints: it gets "
+                                   "its own key space now and starts afresh (its old "
+                                   "checkpoints are kept, but carry no job and are never "
+                                   "resumed)")
+            self.state.job_id = new_job_id(self.state.job)
+        self.tiers = Tiers(for_job(setup.tiers, self.state.job_id))
+        # The ranks read the job's own tiers config (the job id in it), so a trainer that
+        # loads RACKSCALE_CKPT_CONFIG saves and restores in the job's key space only.
+        self.tiers_file = setup.job_dir / "tiers.json"
+        write_atomic(self.tiers_file, self.tiers.cfg.model_dump_json(indent=2))
+        os.chmod(self.tiers_file, 0o600)
+        self.verified: set[tuple[str, str]] = set()
+        self.skipped_said: set[str] = set()
         self.procs: list[RankProcess] = []
         self.pending: IncidentPayload | None = None
         self.pending_t: tuple[float, float] = (0.0, 0.0)  # decided at, launched at
@@ -127,11 +153,13 @@ class Supervisor:
         if self.state.finished:  # run again on a finished job's directory: nothing to do
             return self.state
         self.setup.launcher.check(self.cfg.command)
-        ckpt_id, _ = latest_committed(self.tiers)  # an unreachable store stops us here
+        ckpt_id = self._resume_point().id  # an unreachable store stops us here
         resumed = self.state.attempt > 0
         self._stop_leftovers()
         rec = self.setup.recorder
-        rec.job(self.state, "resumed" if resumed else "started", ckpt_id)
+        if self.scope_note:
+            self.note(f"job {self.state.job}: {self.scope_note}")
+        rec.job(self.state, "resumed" if resumed else "started", ckpt_id, self.scope_note)
         try:
             return self._loop()
         finally:
@@ -142,7 +170,7 @@ class Supervisor:
         rec = self.setup.recorder
         restarts = 0
         while True:
-            ckpt_id, _ = latest_committed(self.tiers)
+            ckpt_id = self._resume_point().id
             self._launch(ckpt_id)
             out = self._monitor()
             if out.finished:
@@ -173,7 +201,8 @@ class Supervisor:
                    "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
                    "RACKSCALE_ATTEMPT": str(st.attempt),
-                   "RACKSCALE_CKPT_CONFIG": str(setup.tiers_file),
+                   "RACKSCALE_CKPT_CONFIG": str(self.tiers_file),
+                   "RACKSCALE_JOB_ID": st.job_id or "",
                    "RACKSCALE_RESUME": ckpt_id or ""}
             log = setup.job_dir / "logs" / f"a{st.attempt:03d}-r{rank:04d}.log"
             proc = self.pool.take(slot, env) if self.pool is not None else None
@@ -244,7 +273,8 @@ class Supervisor:
             self._unlocalized(sus, out, loc, localized - stopped)
             return
         slot = st.assignment[sus.rank]
-        ckpt_id, ckpt_step = latest_committed(self.tiers)  # what the restart resumes from
+        point = self._resume_point()  # what the restart resumes from
+        ckpt_id, ckpt_step = point.id, point.step
         rb = out.ranks[sus.rank]
         detect_s, detect_steps = _detect_time(sus, rb, out)
         done = max((r.done_step for r in out.ranks), default=0)
@@ -335,7 +365,8 @@ class Supervisor:
         nothing is excluded, the job restarts from its checkpoint on the same GPUs. A slow
         rank is not proof of a bad GPU (a noisy neighbour, a transient slowdown)."""
         st = self.state
-        ckpt_id, ckpt_step = latest_committed(self.tiers)
+        point = self._resume_point()
+        ckpt_id, ckpt_step = point.id, point.step
         done = max((r.done_step for r in out.ranks), default=0)
         inc = IncidentPayload(
             job=st.job, attempt=st.attempt, symptom=sus.kind.value,
@@ -383,6 +414,21 @@ class Supervisor:
             got["downtime_s"] = round(max(firsts) - (inc.detected_at or la), 4)
         self.setup.recorder.incident(inc.model_copy(update=got))
         self.pending = None
+
+    def _resume_point(self) -> ResumePoint:
+        """The job's newest checkpoint that verifies; each newer one passed over is said
+        once (the job record and the operator), with why."""
+        point = resume_point(self.tiers, self.verified)
+        for cid, why in point.skipped.items():
+            if cid in self.skipped_said:
+                continue
+            self.skipped_said.add(cid)
+            msg = (f"job {self.state.job}: checkpoint {cid} skipped ({why}); resuming from "
+                   f"{point.id or 'the start'}")
+            self.note(msg)
+            self.setup.recorder.job(self.state, "resumed" if self.state.attempt else "started",
+                                    point.id, msg)
+        return point
 
     def _stop_leftovers(self) -> None:
         """Ranks of an earlier supervisor of this job that still run (a launch prefix the

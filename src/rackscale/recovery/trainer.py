@@ -13,7 +13,6 @@ heartbeat file; run alone it is a one-rank job.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -201,10 +200,17 @@ def _allreduce_grads(model: torch.nn.Module, world: int) -> None:
 
 def _save(cfg: TiersConfig, model: torch.nn.Module, optim: torch.optim.Optimizer,
           step: int) -> None:
-    # A rerun of a step whose checkpoint some tier already holds: the training is
-    # deterministic, so the checkpoint there is this one; keep it, never overwrite it.
-    with contextlib.suppress(AlreadyExists):
+    # A rerun of a step whose checkpoint some tier already holds (the job went back past
+    # it, e.g. because it did not verify): it is never overwritten, so the save is refused,
+    # on every rank; training goes on and saves the steps after it.
+    try:
         dcp.save(_state(model, optim, step), storage_writer=TieredStorageWriter(cfg, step))
+    except AlreadyExists:
+        return
+    except dcp.CheckpointException as err:  # DCP hands each rank every rank's refusal
+        if not err.failures or not all(isinstance(exc, AlreadyExists)
+                                       for exc, _trace in err.failures.values()):
+            raise
 
 
 def train(s: DemoSettings, env: RankEnv) -> dict[str, Any]:
