@@ -139,6 +139,13 @@ EQUIVALENT: list[Equivalent] = [
                r'and len\(sp\.trail\) >',
                "every suspect is made by bisect with its group's own step first in its trail: "
                "a trail is never empty, so != 1 is > 1"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"return self\.rank ==",
+               "a SavePart refuses a negative rank when it is made: rank <= 0 is rank == 0"),
+    Equivalent("checkpoint/multinode.py", "ReplaceBinaryOperator_Mul_Div",
+               r"def _parts\(self, store: ObjectStore, ckpt_id: str, \*",
+               "the keyword-only marker of a private method made positional-only: its callers "
+               "pass `complete` by name, which both accept"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
