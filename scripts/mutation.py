@@ -140,7 +140,7 @@ EQUIVALENT: list[Equivalent] = [
                "every suspect is made by bisect with its group's own step first in its trail: "
                "a trail is never empty, so != 1 is > 1"),
     Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_Eq_LtE",
-               r"return self\.rank ==",
+               r"return self\.rank ==|return \"\" if self\.rank ==",
                "a SavePart refuses a negative rank when it is made: rank <= 0 is rank == 0"),
     Equivalent("checkpoint/multinode.py", "ReplaceBinaryOperator_Mul_Div",
                r"def _parts\(self, store: ObjectStore, ckpt_id: str, \*",
