@@ -146,6 +146,10 @@ EQUIVALENT: list[Equivalent] = [
                r"def _parts\(self, store: ObjectStore, ckpt_id: str, \*",
                "the keyword-only marker of a private method made positional-only: its callers "
                "pass `complete` by name, which both accept"),
+    Equivalent("checkpoint/multinode.py", "ReplaceTrueWithFalse",
+               r"json\.dumps\(rec, sort_keys=True",
+               "sort_keys only orders the keys in the part record's file: every reader parses "
+               "the JSON"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
