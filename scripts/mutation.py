@@ -150,6 +150,9 @@ EQUIVALENT: list[Equivalent] = [
                r"json\.dumps\(rec, sort_keys=True",
                "sort_keys only orders the keys in the part record's file: every reader parses "
                "the JSON"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_NotEq_Lt",
+               r"if len\(set\(names\)\) !=",
+               "a set of names is never longer than the list it is made of: != is <"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
