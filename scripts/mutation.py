@@ -153,6 +153,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_NotEq_Lt",
                r"if len\(set\(names\)\) !=",
                "a set of names is never longer than the list it is made of: != is <"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_NotEq_Lt",
+               r"if len\(parts\) !=",
+               "_parts keeps one record per rank below the world: never more than world, so "
+               "!= is <"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "
