@@ -142,6 +142,24 @@ EQUIVALENT: list[Equivalent] = [
                r'and len\(sp\.trail\) >',
                "every suspect is made by bisect with its group's own step first in its trail: "
                "a trail is never empty, so != 1 is > 1"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"return self\.rank ==|return \"\" if self\.rank ==",
+               "a SavePart refuses a negative rank when it is made: rank <= 0 is rank == 0"),
+    Equivalent("checkpoint/multinode.py", "ReplaceBinaryOperator_Mul_Div",
+               r"def _parts\(self, store: ObjectStore, ckpt_id: str, \*",
+               "the keyword-only marker of a private method made positional-only: its callers "
+               "pass `complete` by name, which both accept"),
+    Equivalent("checkpoint/multinode.py", "ReplaceTrueWithFalse",
+               r"json\.dumps\(rec, sort_keys=True",
+               "sort_keys only orders the keys in the part record's file: every reader parses "
+               "the JSON"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_NotEq_Lt",
+               r"if len\(set\(names\)\) !=",
+               "a set of names is never longer than the list it is made of: != is <"),
+    Equivalent("checkpoint/multinode.py", "ReplaceComparisonOperator_NotEq_Lt",
+               r"if len\(parts\) !=",
+               "_parts keeps one record per rank below the world: never more than world, so "
+               "!= is <"),
     Equivalent("recovery/detect.py", "NumberReplacer",
                r"not \(codes\[r\] or 0\) < 0|code is not None and code < 0",
                "only ranks with a non-zero exit code are ranked: for a non-zero integer, < 0, "

@@ -54,7 +54,7 @@ def _rank(tiers: Tiers, rank: int, world: int, uuid: str = "save-1") -> PartComm
 
 
 def test_a_rank_outside_the_world_is_refused() -> None:
-    for rank, world in ((2, 2), (-1, 2), (0, 0)):
+    for rank, world in ((2, 2), (5, 2), (-1, 2), (0, 0)):
         with pytest.raises(CheckpointError, match=f"rank {rank} outside world size {world}"):
             SavePart(rank=rank, world=world, save_uuid="u", created_at=0.0)
     assert SavePart(rank=1, world=2, save_uuid="u", created_at=0.0).rank == 1
@@ -106,18 +106,20 @@ def test_a_part_record_holds_the_ranks_items_and_its_save(tmp_path: Path) -> Non
     assert [i["name"] for i in rec["items"]] == ["x.bin"]
 
 
+@pytest.mark.parametrize("old", ["a-old", "z-old"])  # sorting before and after "save-1"
 def test_records_of_another_save_or_of_a_rank_outside_the_world_never_count(
-        tmp_path: Path) -> None:
+        tmp_path: Path, old: str) -> None:
     tiers = _tiers(tmp_path)
     store = tiers.region
     # An earlier attempt of the same id at world 3 (another uuid) left ranks 0-2.
     for r in range(3):
-        _rank(tiers, r, 3, uuid="old").commit(store, _share(f"old{r}", uuid="old"), STATES)
+        _rank(tiers, r, 3, uuid=old).commit(store, _share(f"old{r}", uuid=old), STATES)
     store.delete(tiers.layout.manifest(ID))  # as if its commit never landed
     # A record naming rank 2 of this save, though the world is now 2.
     rec = json.loads(store.get(part_key(tiers, ID, 0))) | {"save_uuid": "save-1", "rank": 2}
     store.delete(part_key(tiers, ID, 2))
     store.put(part_key(tiers, ID, 2), json.dumps(rec).encode())
+    store.put(part_key(tiers, ID, 3), json.dumps(rec | {"rank": 3}).encode())
     c0, c1 = _rank(tiers, 0, 2), _rank(tiers, 1, 2)
     assert c0.commit(store, _share("a.bin"), STATES) is False
     assert c0.missing(store, ID) == [1]
@@ -126,10 +128,12 @@ def test_records_of_another_save_or_of_a_rank_outside_the_world_never_count(
     assert m is not None and [i.name for i in m.items] == ["a.bin", "b.bin"]
 
 
-def test_a_checkpoint_committed_by_another_save_is_never_added_to(tmp_path: Path) -> None:
+@pytest.mark.parametrize("other", ["a-other", "z-other"])  # before and after "save-1"
+def test_a_checkpoint_committed_by_another_save_is_never_added_to(tmp_path: Path,
+                                                                   other: str) -> None:
     tiers = _tiers(tmp_path)
     store = tiers.region
-    assert _rank(tiers, 0, 1, uuid="other").commit(store, _share("a", uuid="other"), STATES)
+    assert _rank(tiers, 0, 1, uuid=other).commit(store, _share("a", uuid=other), STATES)
     with pytest.raises(CheckpointError, match="committed by another save; refusing to add "
                                               "rank 0's files"):
         _rank(tiers, 0, 1).commit(store, _share("a"), STATES)
@@ -188,9 +192,86 @@ def test_the_coordinators_wait_ends_when_the_set_completes_or_another_rank_commi
     assert c0.await_complete(tiers.region, _share("a.bin"), STATES, timeout_s=5.0) is True
     assert clock.sleeps == [0.05, 0.1]  # rank 1's record completed the set, rank 1 committed
     assert c0.full is not None and [i.name for i in c0.full.items] == ["a.bin", "b.bin"]
+    # Rank 1's record lands but rank 1 never commits (it died after writing it): the
+    # coordinator's own poll finds the set complete and commits.
+    tiers = _tiers(tmp_path / "again")
+    c0, c1 = _rank(tiers, 0, 2), _rank(tiers, 1, 2)
+    c0.commit(tiers.region, _share("a.bin"), STATES)
+    c1.commit(tiers.local, _share("b.bin"), STATES)
+    clock.sleeps.clear()
+
+    def sleep_then_rank_1s_record_lands(s: float) -> None:
+        real_sleep(s)
+        if len(clock.sleeps) == 3:
+            tiers.region.put(part_key(tiers, ID, 1), tiers.local.get(part_key(tiers, ID, 1)))
+
+    clock.sleep = sleep_then_rank_1s_record_lands  # type: ignore[method-assign]
+    assert c0.await_complete(tiers.region, _share("a.bin"), STATES, timeout_s=5.0) is True
+    assert clock.sleeps == [0.05, 0.1, 0.2] and c1.full is None
+    m = tiers.read_manifest(tiers.region, ID)
+    assert m is not None and [i.name for i in m.items] == ["a.bin", "b.bin"]
     # Already committed: the wait adopts the manifest at once.
     assert c0.await_complete(tiers.region, _share("a.bin"), STATES, timeout_s=5.0) is True
-    assert clock.sleeps == [0.05, 0.1]
+    assert clock.sleeps == [0.05, 0.1, 0.2]  # no sleep more
+
+
+def test_a_record_removed_between_the_listing_and_its_read_is_skipped(tmp_path: Path) -> None:
+    tiers = _tiers(tmp_path)
+    region = tiers.region
+    c0, c1 = _rank(tiers, 0, 2), _rank(tiers, 1, 2)
+    c0.commit(region, _share("a.bin"), STATES)
+
+    class Racing:  # lists a record of rank 1 that is deleted before it is read
+        name = region.name
+
+        def __getattr__(self, attr: str):
+            return getattr(region, attr)
+
+        def list(self, prefix: str) -> list[str]:
+            return sorted({*region.list(prefix), part_key(tiers, ID, 1)})
+
+    assert c0.missing(Racing(), ID) == [1]  # type: ignore[arg-type]
+    assert c1.commit(region, _share("b.bin"), STATES) is True
+
+
+def test_while_the_set_cannot_be_complete_a_poll_is_one_listing_and_no_read(
+        tmp_path: Path) -> None:
+    tiers = _tiers(tmp_path)
+    region = tiers.region
+    gets: list[str] = []
+
+    class Counting:
+        name = region.name
+
+        def __getattr__(self, attr: str):
+            return getattr(region, attr)
+
+        def get(self, key: str, *a: object) -> bytes:
+            gets.append(key)
+            return region.get(key, *a)  # type: ignore[arg-type]
+
+    c0 = _rank(tiers, 0, 3)
+    c0.commit(region, _share("a.bin"), STATES)
+    _rank(tiers, 1, 3).commit(region, _share("b.bin"), STATES)
+    assert c0.try_complete(Counting(), _share("a.bin"), STATES) is False  # type: ignore[arg-type]
+    assert gets == []
+
+
+def test_the_wait_ends_once_past_its_deadline_though_no_poll_lands_on_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Drifting(_Clock):  # each reading of the clock costs a millisecond
+        def monotonic(self) -> float:
+            self.now += 0.001
+            assert len(self.sleeps) < 100, "the wait did not stop at its deadline"
+            return self.now
+
+    tiers = _tiers(tmp_path)
+    clock = Drifting()
+    monkeypatch.setattr(mn, "time", clock)
+    c0 = _rank(tiers, 0, 2)
+    c0.commit(tiers.region, _share("a.bin"), STATES)
+    assert c0.await_complete(tiers.region, _share("a.bin"), STATES, timeout_s=0.5) is False
+    assert clock.now >= 0.5 and len(clock.sleeps) == 4
 
 
 def test_a_ranks_own_share_is_read_back_from_its_local_record(tmp_path: Path) -> None:
@@ -201,8 +282,9 @@ def test_a_ranks_own_share_is_read_back_from_its_local_record(tmp_path: Path) ->
     m = local_part(tiers, ID, part)
     assert m is not None and (m.step, m.save_uuid, m.created_at) == (7, "save-1", 5.0)
     assert [i.name for i in m.items] == ["x.bin", "y.bin"]
-    other = SavePart(rank=1, world=2, save_uuid="save-2", created_at=5.0)
-    assert local_part(tiers, ID, other) is None  # the record is another save's
+    for uuid in ("save-0", "save-2"):  # the record is another save's
+        other = SavePart(rank=1, world=2, save_uuid=uuid, created_at=5.0)
+        assert local_part(tiers, ID, other) is None, uuid
 
 
 def test_the_steps_of_the_checkpoints_a_node_holds_parts_of(tmp_path: Path) -> None:
