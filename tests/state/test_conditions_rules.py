@@ -223,3 +223,78 @@ def test_conditions_list_a_trays_certification_as_it_is_decided(fs: FleetState) 
                            "since": T0.isoformat(), "run_id": "r-1"}
     log.result("a/r1", "fail", "r-2", findings=["a/r1/ps1"])
     assert "(a/r1/ps1)" in fs.certification("a/r1").message
+
+
+def test_run_ids_are_compared_for_identity_not_order(fs: FleetState) -> None:
+    """Run ids are opaque (hex uuids): a later run may sort before an earlier one."""
+    log = Log(fs)
+    log.finding("a/r1/s02", "z-run", kind="nvlink_switch_down")
+    later = log.result("a/r1", "pass", "a-run")  # a later run whose id sorts lower
+    assert fs.gate("a/r1").evidence_seq == later
+    log.finding(fs.topo.leaves[0], "z2-run", kind="leaf_degraded")
+    log.result("a/r1", "pass", "a2-run")
+    assert fs.condition("a/r1", C.FABRIC).ok
+    log.result("a/r10/c03", "fail", "z3-run", findings=["a/r10/c03/gpu0"])
+    log.result("a/r10", "pass", "a3-run")  # the rack's newer run, id sorting lower
+    assert cert(fs, "a/r10/c03") == (Status.TRUE, "CertifyPassed")
+
+
+def test_a_finding_names_its_part_in_the_payload_not_the_event(fs: FleetState) -> None:
+    log = Log(fs)
+    log.add("rules", Kind.CERTIFY_FINDING, {  # the event filed under the fleet's name
+        "component": "a/r1/c08/gpu2", "kind": "sdc", "stage": 1, "confidence": 0.9,
+        "run_id": "r-1", "backend": "twin", "verdict": "fail"})
+    assert cert(fs, "a/r1/c08") == (Status.FALSE, "Finding")
+
+
+def test_a_finding_on_a_region_moves_no_rack(fs: FleetState) -> None:
+    log = Log(fs)
+    log.finding("a", "r-1", kind="leaf_down")
+    assert fs.parts_with_conditions() == []
+
+
+def test_a_tray_held_by_its_failed_rack_is_not_pulled_itself(fs: FleetState) -> None:
+    log = Log(fs)
+    log.finding("a/r1/ps1", "r-1", kind="power_shelf_down")
+    assert cert(fs, "a/r1/c01") == (Status.FALSE, "Finding")  # the rack's, inherited
+    assert fs.gate("a/r1/c01").evidence_seq is None
+    assert fs.failing("a/r1/c01") is None and fs.failing("a/r1") is not None
+
+
+def test_a_trays_result_failed_for_another_trays_part_is_not_its_own(fs: FleetState) -> None:
+    log = Log(fs)
+    log.result("a/r1/c05", "fail", "r-1", findings=["a/r1/c04/gpu1"])
+    assert cert(fs, "a/r1/c05") == (Status.FALSE, "RackPartFailed")
+    log.result("a/r1/c06", "fail", "r-1", findings=["a/r1/c06x/gpu1"])  # a prefix, not a part
+    assert cert(fs, "a/r1/c06") == (Status.FALSE, "RackPartFailed")
+
+
+def test_refresh_reads_on_from_its_cursor(tmp_path: Any) -> None:
+    from rackscale.store import Store, load_topology
+
+    topo = Topology.build(SPEC)
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    load_topology(store, topo)  # fleet.* events: read past, not folded
+    first = [store.append_event("a/r1", Kind.CERTIFY_RESULT,
+                                {"verdict": v, "run_id": f"r-{i}", "backend": "twin"})
+             for i, v in enumerate(("pass", "fail", "pass"))]
+    live = FleetState(topo)
+    assert live.refresh(store) == 3
+    assert live.seq == first[-1] and live.gate("a/r1").evidence_seq == first[-1]
+    assert live.refresh(store) == 0 and live.seq == first[-1]
+    store.append_event("rules", Kind.FLEET_LOADED, {"fleet": "rules", "changed": False})
+    bad = store.append_event("a/r1", Kind.CERTIFY_RESULT,
+                             {"verdict": "fail", "run_id": "r-9", "backend": "twin"})
+    other = store.append_event("a/r10", Kind.CERTIFY_RESULT,
+                               {"verdict": "pass", "run_id": "r-9", "backend": "twin"})
+    assert live.refresh(store, until_seq=bad) == 1 and live.seq == bad
+    assert live.failing("a/r1").seq == bad and live.certification("a/r10") is None
+    assert live.refresh(store) == 1 and live.seq == other
+    skipped = store.append_event("rules", Kind.FLEET_LOADED, {"fleet": "rules", "changed": False})
+    assert live.refresh(store) == 0 and live.seq == skipped  # past what it does not fold
+    fresh = FleetState.load(store, topo)
+    assert fresh.seq == other  # a first read asks for the folded kinds only
+    assert [fresh.conditions(p) for p in ("a/r1", "a/r10")] == \
+        [live.conditions(p) for p in ("a/r1", "a/r10")]
+    assert FleetState.load(store, topo, until_seq=first[0]).gate("a/r1").evidence_seq == first[0]
+    store.close()
