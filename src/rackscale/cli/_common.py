@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -140,7 +140,7 @@ def path_in_the_way(err: OSError) -> str:
             f"{path}.bad`) and run the command again")
 
 
-def _user_error(err: UserError, as_json: bool) -> None:
+def _user_error(err: UserError, as_json: bool) -> NoReturn:
     if as_json:
         error_json(str(err), err.exit_code, type(err).__name__)
     err_console.print(f"[bold red]error:[/] {escape(visible(err))}", highlight=False,
