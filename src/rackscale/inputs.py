@@ -214,3 +214,36 @@ def _depth(data: Any) -> int:
         elif isinstance(value, list):
             stack.extend((v, d + 1) for v in value)
     return best
+
+
+# ------------------------------------------------------------------------ operator text
+MAX_OPERATOR_TEXT = 500  # a drain reason, as the server's request body allows
+
+
+class OperatorTextError(UserError):
+    """Free text from the operator (a reason) that cannot be stored and shown as written."""
+
+
+def control_characters(text: str) -> list[str]:
+    """The control characters of `text` (C0 but tab, DEL, C1), as `\\xNN` escapes, in order."""
+    return [f"\\x{ord(c):02x}" for c in text
+            if (ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) <= 0x9F]
+
+
+def check_operator_text(text: str, what: str = "--reason") -> str:
+    """`text` stripped, refused when empty, over MAX_OPERATOR_TEXT characters, or holding a
+    control character: a NUL is refused by PostgreSQL, an ESC or OSC sequence would drive the
+    terminal of whoever reads the history, and a newline would break its one-line rows."""
+    bad = control_characters(text)
+    if bad:
+        shown = ", ".join(dict.fromkeys(bad))
+        raise OperatorTextError(f"{what}: control characters ({shown}) are not accepted in "
+                                "operator text; write the reason as plain printable text on "
+                                "one line")
+    text = text.strip()
+    if not text:
+        raise OperatorTextError(f"{what}: give a non-empty text")
+    if len(text) > MAX_OPERATOR_TEXT:
+        raise OperatorTextError(f"{what}: {len(text)} characters; at most "
+                                f"{MAX_OPERATOR_TEXT}")
+    return text

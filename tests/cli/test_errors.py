@@ -239,3 +239,198 @@ def test_corrupt_plant_file_says_what_to_do(tmp_path: Path,
         res = inproc("lifecycle", "run", "--once", "--db", db, "--plant", str(plant),
                      cwd=tmp_path, monkeypatch=monkeypatch)
         refused(res, str(plant), "move it aside")
+
+
+# ---------------------------------------------------------------- paths in the way
+def _fleet_file(tmp_path: Path, *regions: str) -> Path:
+    f = tmp_path / "fleet.yaml"
+    f.write_text("name: arch\nregions:\n" + "".join(
+        f"  - name: {r}\n    racks: [{{template: vr-nvl72, count: 1}}]\n" for r in regions))
+    return f
+
+
+def test_regions_named_like_the_archive_tier_get_working_checkpoint_commands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = _fleet_file(tmp_path, "archive", "archive-tier")
+    assert inproc("fleet", "validate", "--fleet", str(f), cwd=tmp_path,
+                  monkeypatch=monkeypatch).returncode == 0
+    assert inproc("fleet", "load", "--fleet", str(f), cwd=tmp_path,
+                  monkeypatch=monkeypatch).returncode == 0
+    res = inproc("checkpoint", "ls", "--json", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert res.returncode == 0, res.stdout + res.stderr
+    from rackscale.checkpoint import default_config
+
+    cfg = default_config("d", ["archive", "archive-tier"])
+    assert cfg.archive is not None and cfg.archive.name == "archive-tier-2"
+
+
+@pytest.fixture
+def saved_checkpoints(tmp_path: Path) -> Path:
+    """Three checkpoints in the directory default under tmp_path/rackscale-data."""
+    from tests.checkpoint.test_cli import _save_three
+
+    from rackscale.checkpoint import default_config
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        _save_three(default_config("rackscale-data"))
+    finally:
+        os.chdir(cwd)
+    return tmp_path / "rackscale-data" / "checkpoints" / "local"
+
+
+@pytest.mark.parametrize("where", ["leases/step-00000003.lock", "leases",
+                                   "cache/ckpt/step-00000003/manifest.json",
+                                   "cache/ckpt/step-00000003/data/w"])
+def test_a_directory_or_file_in_the_way_in_the_checkpoint_store_is_exit_2(
+        where: str, saved_checkpoints: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    target = saved_checkpoints / where
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    if where == "leases":
+        target.write_text("")  # a file where the lease directory should be
+    else:
+        target.mkdir()  # a directory where a lease, manifest or data file should be
+    res = inproc("checkpoint", "restore", "--json", cwd=tmp_path, monkeypatch=monkeypatch)
+    refused(res, f"rackscale-data/checkpoints/local/{where}", "move it aside")
+    assert strict_json(res.stdout)["error"]["kind"] == "PathInTheWay"  # type: ignore[index]
+
+
+def test_checkpoint_restore_checks_out_before_restoring(
+        saved_checkpoints: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "afile").write_text("x")
+    cache = saved_checkpoints / "cache" / "ckpt"
+    import shutil
+
+    shutil.rmtree(cache / "step-00000003")  # a restore would fetch it again from the region
+    res = inproc("checkpoint", "restore", "--out", "afile", cwd=tmp_path,
+                 monkeypatch=monkeypatch)
+    refused(res, "--out afile", "is a file")
+    assert not (cache / "step-00000003").exists()  # refused before anything was restored
+
+
+# ---------------------------------------------------------------- job
+def test_job_dir_that_is_a_file_or_missing_is_exit_2(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "afile").write_text("x")
+    refused(inproc("job", "run", "--gpus", "1", "--job-dir", "afile", "--", "true",
+                   cwd=tmp_path, monkeypatch=monkeypatch), "--job-dir afile", "is a file")
+    refused(inproc("job", "incidents", "--job-dir", "afile", cwd=tmp_path,
+                   monkeypatch=monkeypatch), "--job-dir afile", "is a file")
+    refused(inproc("job", "incidents", "--job-dir", str(tmp_path / "nonexistent"),
+                   cwd=tmp_path, monkeypatch=monkeypatch), "nonexistent", "no such directory")
+    assert files_under(tmp_path) == ["afile"]
+
+
+def test_job_run_records_in_the_default_store_and_incidents_says_where_it_looked(
+        tmp_path: Path) -> None:
+    res = cli("job", "run", "--gpus", "1", "--", sys.executable, "-c", "import sys; sys.exit(3)",
+              cwd=tmp_path, env={"RACKSCALE_DB": ""})
+    refused(res, "failed on every rank")
+    from rackscale.store import Store
+
+    store = Store(f"sqlite:///{tmp_path}/rackscale-data/rackscale.db", readonly=True)
+    try:
+        assert [e.component_id for e in store.events()] == ["job/job"] * len(store.events())
+        assert store.events(), "job run recorded nothing in the default store"
+    finally:
+        store.close()
+    res = cli("job", "incidents", cwd=tmp_path, env={"RACKSCALE_DB": ""})
+    assert res.returncode == 0, res.stderr
+    assert "no recovery incidents in the store sqlite:///rackscale-data/rackscale.db" in \
+        res.stdout and "rackscale job run --gpus 2 --spares 1" in res.stdout
+    res = cli("job", "incidents", "--job-dir", "rackscale-data/jobs/job", cwd=tmp_path)
+    assert "no recovery incidents in rackscale-data/jobs/job/incidents.jsonl" in res.stdout
+
+
+def test_job_run_help_shows_the_command_after_the_double_dash() -> None:
+    res = runner.invoke(app, ["job", "run", "--help"])
+    assert res.exit_code == 0 and "-- CMD" in res.output
+
+
+# ---------------------------------------------------------------- markup in paths
+def test_markup_in_an_out_path_is_printed_as_written(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    assert inproc("fleet", "load", "--fleet", "seed-504", cwd=tmp_path,
+                  monkeypatch=monkeypatch).returncode == 0
+    for args, shown in ((["report", "build", "--out", "[/]x[bold]y"], "[/]x[bold]y/report.json"),
+                        (["report", "validate", "[/]x[bold]y/report.json"],
+                         "ok [/]x[bold]y/report.json"),
+                        (["certify", "plan", "--fleet", "seed-504", "--k8s", "--out", "[/]p"],
+                         "to [/]p, rendered"),
+                        (["simulate", "sweep", "--fleet", "seed-504", "--trials", "2", "--days",
+                          "1", "--values", "10,20", "--out", "[/]s[red]"],
+                         "wrote [/]s[red]/sweep-ckpt-interval.csv")):
+        res = inproc(*args, cwd=tmp_path, monkeypatch=monkeypatch)
+        assert res.returncode == 0, (args, res.stdout[-2000:], res.stderr[-2000:])
+        assert shown in res.stdout.replace("\n", ""), (args, res.stdout[-2000:])
+
+
+# ---------------------------------------------------------------- bounded options
+@pytest.mark.parametrize("args,needle", [
+    (["simulate", "run", "--fleet", "seed-504", "--straggler-ratio", "1e300"],
+     "straggler-ratio"),
+    (["simulate", "run", "--fleet", "seed-504", "--days", "1e6"], "days"),
+    (["simulate", "sweep", "--fleet", "seed-504", "--days", "1e6"], "days"),
+])
+def test_unbounded_simulation_options_are_refused(args: list[str], needle: str,
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    t0 = time.perf_counter()
+    refused(inproc(*args, cwd=tmp_path, monkeypatch=monkeypatch), needle)
+    assert time.perf_counter() - t0 < 20
+
+
+def test_report_build_refuses_a_huge_price_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
+    for price in ("1e308", "1e7"):
+        refused(inproc("report", "build", "--db", db, "--out", "rep", "--gpu-hour-price", price,
+                       cwd=tmp_path, monkeypatch=monkeypatch), "--gpu-hour-price", "1,000,000")
+    assert not (tmp_path / "rep").exists()  # no evidence/ left behind
+
+
+# ---------------------------------------------------------------- operator text
+def test_control_characters_in_a_reason_are_refused(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path}/r.db"
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["lifecycle", "run", "--once", "--db", db,
+                               "--plant", str(tmp_path / "plant.json")]).exit_code == 0
+    for reason in ("ok\x00nul", "title\x1b]0;pwned\x07", "two\nlines"):
+        refused(inproc("lifecycle", "drain", "us-east/r01/c01", "--reason", reason, "--db", db,
+                       cwd=tmp_path, monkeypatch=monkeypatch), "--reason", "control characters")
+        refused(inproc("lifecycle", "advance", "us-east/r01", "--to", "cabled", "--reason",
+                       reason, "--db", db, "--plant", str(tmp_path / "plant.json"),
+                       cwd=tmp_path, monkeypatch=monkeypatch), "control characters")
+    res = inproc("lifecycle", "history", "us-east/r01/c01", "--db", db, "--json", cwd=tmp_path,
+                 monkeypatch=monkeypatch)
+    assert not any(e["kind"] == "lifecycle.transition" and e["payload"].get("to") == "triage"
+                   for e in strict_json(res.stdout))  # type: ignore[union-attr]
+
+
+def test_lifecycle_history_shows_control_characters_escaped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reason stored before the check (or by another writer) never drives the terminal."""
+    from rackscale.lifecycle.repository import transition
+    from rackscale.store import Store
+
+    db = f"sqlite:///{tmp_path}/r.db"
+    assert runner.invoke(app, ["fleet", "load", "--fleet", "seed-504", "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["lifecycle", "run", "--once", "--db", db,
+                               "--plant", str(tmp_path / "plant.json")]).exit_code == 0
+    store = Store(db)
+    try:
+        transition(store, "us-east/r01", "cabled", actor="old-writer",
+                   reason="x\x1b]0;pwned\x07\x1b[2J")
+    finally:
+        store.close()
+    res = inproc("lifecycle", "history", "us-east/r01", "--db", db, cwd=tmp_path,
+                 monkeypatch=monkeypatch)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "x\\x1b]0;pwn" in res.stdout  # shown, escaped (the cell may be cut short)

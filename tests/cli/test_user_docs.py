@@ -111,3 +111,43 @@ def test_readme_report_path_is_where_make_demo_writes_it() -> None:
     where = clone.group(1) or clone.group(2)
     assert shown.group(1).endswith(f"/{where.strip('/').split('/')[-1]}/{DEFAULT_OUT}/"
                                    "report.html"), shown.group(1)
+
+
+# Pages for people who extend rackscale (its packages, called rooms there) are not user pages.
+FOR_USERS = [d for d in USER_DOCS if d.name not in ("contracts.md", "extending.md")]
+
+
+@pytest.mark.parametrize("doc", FOR_USERS, ids=lambda p: p.name)
+def test_user_docs_speak_the_users_words(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    for pattern, why in ((r"\brooms?\b", "the code's word for a package"),
+                         (r"\bZap\b", "a vendor's name for the firmware step"),
+                         (r"\(W45\)", "an unexplained ASHRAE class"),
+                         (r"Read first", "a reading list of source files")):
+        assert not re.search(pattern, text), f"{doc.name}: {pattern} ({why})"
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/simulate.md"])
+def test_ettr_is_spelled_out_on_first_use(name: str) -> None:
+    text = (ROOT / name).read_text(encoding="utf-8")
+    body = text.split("\n", 1)[1]  # after the title
+    first = body.index("ETTR")
+    assert "effective training time ratio" in body[max(0, first - 200):first + 200], name
+
+
+def test_readme_says_serve_needs_the_server_extra_and_stays_one_screen() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "rackscale[server]" in readme
+    assert len(readme.splitlines()) <= 60
+
+
+def test_recovery_doc_gives_the_heartbeat_format_and_the_compute_clock() -> None:
+    text = (ROOT / "docs" / "recovery.md").read_text(encoding="utf-8")
+    from rackscale.recovery.heartbeat import PHASES
+
+    assert "### The heartbeat line format" in text
+    for phase in PHASES:
+        assert f"| `{phase}` |" in text, phase
+    for needle in ("`t`", "`compute_s`", "`step_s`", "`restore_s`", "time.thread_time()",
+                   "time.perf_counter()", "a001-r0000.jsonl"):
+        assert needle in text, needle

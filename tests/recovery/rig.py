@@ -67,8 +67,10 @@ def start(job_dir: Path, cmd: list[str], *opts: str, gpus: int = 2, spares: int 
     if db is not None:
         args += ["--db", f"sqlite:///{db}"]
     with Path(f"{job_dir}.out").open("w") as out:  # the child keeps its own copy
+        # In the test's directory: without --db the job records in ./rackscale-data there.
         return subprocess.Popen([*args, "--", *cmd], env=env(), stdout=out,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                cwd=job_dir.parent)
 
 
 def finish(proc: subprocess.Popen[str], job_dir: Path, timeout_s: float = 400) -> tuple[int, Any]:

@@ -19,7 +19,7 @@ from tests.recovery import rig
 def _run(job: Path, *args: str, cmd: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rackscale", "job", "run", "--job-dir",
                            str(job), *args, "--json", "--", *cmd], env=rig.env(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=job.parent)
 
 
 def _error(p: subprocess.CompletedProcess[str]) -> str:

@@ -120,3 +120,16 @@ def test_build_with_a_price_and_redact(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["ledger"] == b.counts
     r = rs("report", "verify", str(tmp_path / "pub"), "--pubkey", str(b.pub), cwd=tmp_path)
     assert r.returncode == 1 and "not signed" in " ".join(r.stdout.split())
+
+
+def test_a_check_not_run_is_printed_as_skip_not_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    from rackscale.cli.statement import print_verification
+    from rackscale.report.verify import Verification
+
+    v = Verification(bundle="b", root="r", key_id="k")
+    v.add("signature", None, "valid")
+    v.add("disclosure schema", None, "not checked (jsonschema is not installed)")
+    print_verification(v)
+    out = capsys.readouterr().out
+    assert "ok   signature: valid" in out
+    assert "skip disclosure schema: not checked" in out and "ok   disclosure" not in out

@@ -45,3 +45,17 @@ def test_no_whatif_says_how_to_get_one(fleet_store: Store, tmp_path: Path) -> No
     assert built.doc["storage"] == {"status": "not_run"}
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "no storage what-if recorded" in html and "checkpoint profile" in html
+
+
+def test_the_hint_without_a_whatif_gives_commands_that_work_one_after_the_other(
+        tmp_path: Path, monkeypatch) -> None:
+    """`checkpoint profile --out` takes a directory: the hint's --storage file is the one it
+    writes there (it said `--out profile.json`, which made a directory of that name)."""
+    from rackscale.report.storage import render_storage
+
+    html = render_storage({"status": "not_run"})
+    assert "checkpoint profile --out rackscale-data`" in html
+    assert "--storage rackscale-data/storage-profile.json" in html
+    from rackscale.cli.storage import PROFILE_NAME
+
+    assert PROFILE_NAME == "storage-profile.json"

@@ -109,7 +109,8 @@ def _raw(srv: Server, head: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("case", ["no token", "wrong token", "not bearer", "oversized",
-                                  "chunked oversized", "traversal", "bad json", "extra field"])
+                                  "chunked oversized", "traversal", "bad json", "extra field",
+                                  "NUL in reason", "ESC in reason"])
 def test_refused_mutations_change_nothing(server: Server, case: str) -> None:
     seq0 = server.get("/api/v1/health")[1]["seq"]
     before = _state(server, DRAIN_API)
@@ -136,6 +137,10 @@ def test_refused_mutations_change_nothing(server: Server, case: str) -> None:
         _is_error(*server.post(url, b"{not json", token=TOKEN), 422)
     elif case == "extra field":
         _is_error(*server.post(url, {"reason": "x", "to": "production"}, token=TOKEN), 422)
+    elif case == "NUL in reason":  # PostgreSQL refuses a NUL: it was a 500 there
+        _is_error(*server.post(url, {"reason": "cable\x00swap"}, token=TOKEN), 422)
+    elif case == "ESC in reason":  # would reach the terminal of `lifecycle history`
+        _is_error(*server.post(url, {"reason": "x\x1b]0;pwned\x07"}, token=TOKEN), 422)
     assert server.get("/api/v1/health")[1]["seq"] == seq0
     assert _state(server, DRAIN_API) == before
 

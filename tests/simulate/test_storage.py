@@ -287,3 +287,13 @@ def test_whatif_optimum_sits_at_young_daly_when_the_write_blocks(fleet):
     out = storage_whatif(cfg, fleet, st_, [10, 15, 20, 25, 30, 40, 50, 70])
     for s in out["setups"].values():
         assert s["fitted_optimum_min"] == pytest.approx(s["daly_min"], rel=0.15)
+
+
+def test_whatif_refuses_a_price_past_its_bound(tmp_path):
+    path = _write(tmp_path, profile_dict())
+    for price in ("1e308", "nan"):
+        res = runner.invoke(app, ["simulate", "storage-whatif", "--fleet", "seed-504",
+                                  "--storage", path, "--trials", "2", "--intervals", "10",
+                                  "--gpu-hour-price", price])
+        assert res.exit_code == 2 and "--gpu-hour-price" in res.output, res.output
+        assert "1,000,000" in res.output

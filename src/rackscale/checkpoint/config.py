@@ -171,7 +171,11 @@ def default_config(data_dir: str | os.PathLike[str],
         raise ConfigError("a fleet region named 'local' clashes with the local tier; write a "
                           "tiers config (docs/checkpoint.md) and pass it with --config")
     root = Path(data_dir) / "checkpoints"
-    archive = "archive" if "archive" not in regions else "archive-tier"
+    # The archive tier takes a name no region has (regions `archive` and `archive-tier` both
+    # exist in some fleets: the next free `archive-tier-N`).
+    archive = next(n for n in ("archive", "archive-tier",
+                               *(f"archive-tier-{i}" for i in range(2, len(regions) + 3)))
+                   if n not in regions)
     return TiersConfig(
         local_dir=str(root / "local"),
         region=StoreSpec(name=regions[0], kind="dir", path=str(root / regions[0])),

@@ -185,16 +185,21 @@ def parse_size(text: str, *, option: str = "--ckpt-size", limit: int = 64 * GiB)
 
 
 # ------------------------------------------------------------------------ reading a profile
+# `--out` of `checkpoint profile` is a directory; the file it writes there is this one.
+PROFILE_HINT = ("`rackscale checkpoint profile --out DIR` (it writes "
+                "DIR/storage-profile.json)")
+
+
 def parse_profile(data: object, source: str = "profile") -> StorageProfile:
     if not isinstance(data, dict):
         raise ProfileError(f"{source}: a storage profile is a JSON object; measure one with "
-                           "`rackscale checkpoint profile --out FILE`")
+                           + PROFILE_HINT)
     version = data.get("schema_version")
     if data.get("schema") != SCHEMA or version != SCHEMA_VERSION:
         raise ProfileError(
             f"{source}: schema {data.get('schema')!r} version {version!r} is not one this "
             f"rackscale reads ({SCHEMA!r} version {SCHEMA_VERSION}); measure the profile again "
-            "with `rackscale checkpoint profile --out FILE`")
+            f"with {PROFILE_HINT}")
     try:
         return StorageProfile.model_validate(data)
     except ValidationError as err:
@@ -211,7 +216,7 @@ def load_profile(path: str | Path) -> StorageProfile:
     p = Path(path)
     if not p.is_file():
         raise ProfileError(f"storage profile {p} does not exist; measure one with "
-                           "`rackscale checkpoint profile --out FILE`")
+                           + PROFILE_HINT)
     text = read_text(p, "storage profile", error=ProfileError)
     return parse_profile(load_json(text, str(p), error=ProfileError), str(p))
 

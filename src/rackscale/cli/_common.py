@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -68,15 +68,26 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))
+            if chr(c) not in "\t\n"}
+
+
+def visible(text: object) -> str:
+    """`text` with every control character (ESC, OSC, NUL, CR ... but tab and newline) shown
+    as `\\xNN`: text from a store or a file never drives the reader's terminal."""
+    return str(text).translate(_CONTROL)
+
+
 def plain(text: object) -> Text:
-    """User text (names, reasons, ids) as a Rich cell or line that is never read as markup:
-    a drain reason `[/]` or a name `[bold]` prints as written."""
-    return Text(str(text))
+    """User text (names, reasons, ids) as a Rich cell or line that is never read as markup
+    nor as a terminal sequence: a drain reason `[/]` or a name `[bold]` prints as written, an
+    ESC in one as `\\x1b`."""
+    return Text(visible(text))
 
 
 def say(text: object, *, style: str | None = None) -> None:
-    """Print user text on the console with markup and highlighting off."""
-    console.print(str(text), markup=False, highlight=False, style=style, soft_wrap=True)
+    """Print user text on the console with markup, highlighting and control characters off."""
+    console.print(visible(text), markup=False, highlight=False, style=style, soft_wrap=True)
 
 
 def error_json(message: str, code: int, kind: str = "error") -> None:
@@ -98,18 +109,47 @@ class RackscaleGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except UserError as err:
-            # The one redaction covers what a room forgot: a driver's message that quotes a
-            # URL with its password, an echoed Authorization header.
-            message = redact(str(err))
-            if as_json:
-                error_json(message, err.exit_code, type(err).__name__)
-            err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False,
-                              soft_wrap=True)
-            raise typer.Exit(err.exit_code) from None
+            _user_error(err, as_json)
+        except (IsADirectoryError, NotADirectoryError, FileExistsError) as err:
+            # A directory where a command's file should be (or a file where its directory
+            # should be) in a data directory: the operator's filesystem, not a bug. Only with
+            # the path the OS names; without one it stays a traceback.
+            if err.filename is None:
+                raise
+            _user_error(PathInTheWay(path_in_the_way(err)), as_json)
         except UsageError as err:
             if as_json:
                 error_json(err.format_message(), err.exit_code, "usage")
             raise
+
+
+class PathInTheWay(UserError):
+    """The filesystem holds the wrong kind of thing where a command reads or writes."""
+
+
+def path_in_the_way(err: OSError) -> str:
+    """The message for a directory where a file should be, or the reverse."""
+    # A rename onto a directory (os.replace(tmp, dst)) names the directory second.
+    path = os.fsdecode(err.filename2 if err.filename2 is not None else err.filename)
+    if isinstance(err, IsADirectoryError):
+        what = "is a directory where rackscale expects a file"
+    elif isinstance(err, NotADirectoryError):
+        what = "a part of this path is a file where rackscale expects a directory"
+    else:
+        what = "is in the way: rackscale expects a directory (or no file yet) there"
+    return (f"{path}: {what}. The command stopped there; move it aside (e.g. `mv {path} "
+            f"{path}.bad`) and run the command again")
+
+
+def _user_error(err: UserError, as_json: bool) -> NoReturn:
+    # The one redaction covers what a room forgot: a driver's message that quotes a URL with
+    # its password, an echoed Authorization header.
+    message = redact(str(err))
+    if as_json:
+        error_json(message, err.exit_code, type(err).__name__)
+    err_console.print(f"[bold red]error:[/] {escape(visible(message))}", highlight=False,
+                      soft_wrap=True)
+    raise typer.Exit(err.exit_code) from None
 
 
 def check_out_file(path: str | os.PathLike[str], option: str = "--out") -> Path:

@@ -44,6 +44,7 @@ from rackscale.cli._common import (
     noun,
     out_dir_option,
     plain,
+    say,
     seed_option,
 )
 from rackscale.cli._pipeline import DemoContext
@@ -394,8 +395,7 @@ def findings(
 def step_certify(ctx: DemoContext) -> None:
     """Demo step: the ladder on the seed fleet's twin with the shipped faults file."""
     path, ff = twin_faults(ctx.topo, DEMO_FAULTS)
-    console.print(f"faults file: {path} ({len(ff.faults) if ff else 0} faults injected into "
-                  "the twin)")
+    say(f"faults file: {path} ({len(ff.faults) if ff else 0} faults injected into the twin)")
     result = run_twin(ctx.topo, TwinRunRequest(seed=ctx.seed, faults=DEMO_FAULTS),
                       show_progress=True)
     _save(ctx.store, result, ctx.data_dir / FINDINGS_FILE)

@@ -19,7 +19,7 @@ from rackscale.certify import (
     render_manifests,
     validate_manifests,
 )
-from rackscale.cli._common import check_out_dir, console, emit_json
+from rackscale.cli._common import check_out_dir, console, emit_json, say
 from rackscale.fleet import Topology
 
 HEADER = ("# rackscale certification campaign of fleet {fleet} as Kubernetes manifests.\n"
@@ -80,8 +80,8 @@ def emit_k8s(topo: Topology, plan: CampaignPlan, opts: K8sOptions, *, out: str |
     for name, docs in files:
         (Path(d) / name).write_text(header + yaml.safe_dump_all(docs, sort_keys=False))
     jobs = sum(len(docs) for _, docs in files[1:])
-    console.print(f"wrote {len(files)} files ({jobs} Indexed Jobs) to {d}, rendered, not "
-                  f"executed; apply them in file-name order. {checked}")
+    say(f"wrote {len(files)} files ({jobs} Indexed Jobs) to {d}, rendered, not "
+        f"executed; apply them in file-name order. {checked}")
 
 
 def run_plan(topo: Topology, config: LadderConfig, *, k8s: bool, opts: K8sOptions,

@@ -28,7 +28,15 @@ from rackscale.checkpoint import (
     run_benchmarks,
     tier_presence,
 )
-from rackscale.cli._common import DbOption, JsonOption, console, emit_json, err_console, noun
+from rackscale.cli._common import (
+    DbOption,
+    JsonOption,
+    check_out_dir,
+    console,
+    emit_json,
+    err_console,
+    noun,
+)
 from rackscale.cli._pipeline import DemoContext
 from rackscale.cli.fleet import existing_store
 from rackscale.store import DEFAULT_DATA_DIR, loaded_spec
@@ -185,6 +193,8 @@ def restore(ckpt_id: str = CkptArg, config: Path | None = ConfigOption,
                                             "missing)."),
             db: str | None = DbOption, json_out: bool = JsonOption) -> None:
     """Read-through restore into the local cache (local, region, other regions, archive)."""
+    if out is not None:
+        check_out_dir(out)  # before the restore: a bad --out wastes no transfer
     tiers = Tiers(_cfg(config, db))
     probe = Restorer(tiers)
     ckpt_id = probe.resolve_id(ckpt_id)

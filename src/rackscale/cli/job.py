@@ -34,6 +34,23 @@ class Timing(StrEnum):
     wall = "wall"
 
 
+def check_job_dir(job_dir: Path, *, must_exist: bool = False) -> Path:
+    """`--job-dir` is a directory (or, unless `must_exist`, a path one can be made at)."""
+    from rackscale.cli._common import check_out_dir
+    from rackscale.errors import UserError
+
+    if job_dir.exists() and not job_dir.is_dir():
+        raise UserError(f"--job-dir {job_dir}: is a file; give the job's directory (the one "
+                        "`rackscale job run --job-dir DIR` wrote)")
+    if must_exist and not job_dir.exists():
+        raise UserError(f"--job-dir {job_dir}: no such directory; give the directory of a job "
+                        "`rackscale job run --job-dir DIR` ran (default rackscale-data/jobs/"
+                        "job), or omit --job-dir to read the store (--db)")
+    if not must_exist:
+        check_out_dir(job_dir, "--job-dir")
+    return job_dir
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     return int(raw) if raw and raw.isdigit() else default
@@ -79,8 +96,8 @@ def train_demo(
         say(f"trained {result['steps']} steps; params sha256 {result['params_sha256'][:16]}")
 
 
-@app.command("run", context_settings={"allow_extra_args": True,
-                                      "ignore_unknown_options": True})
+@app.command("run", options_metavar="[OPTIONS] -- CMD [ARGS]...",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
     ctx: typer.Context,
     runner: str = typer.Option("local", "--runner", help="Where ranks run: local (processes "
@@ -112,11 +129,14 @@ def run(
     db: str = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Launch CMD (after `--`) as GPUS ranks and keep it alive: a crashed, hung or slow rank
-    is excluded, a spare takes its place, every rank resumes from the latest committed
-    checkpoint. Exit 0 when the job finished; 2 when it cannot go on (no spare left, a
-    command that fails everywhere, an unreachable store); every checkpoint is kept."""
+    """Launch CMD (and its ARGS, after `--`: `-- rackscale job train-demo`) as GPUS ranks
+    and keep it alive. A crashed, hung or slow rank is excluded, a spare takes its place,
+    every rank resumes from the latest committed checkpoint; findings and incidents are
+    recorded in the store (--db) and in the job directory. Exit 0 when the job finished; 2
+    when it cannot go on (no spare left, a command that fails everywhere, an unreachable
+    store); every checkpoint is kept."""
     from rackscale.recovery import Supervisor, build_setup, make_job_config
+    from rackscale.store import default_db_url
 
     command = list(ctx.args)
     if not command:
@@ -129,9 +149,12 @@ def run(
                           "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
                           "straggler_threshold": straggler_threshold,
                           "straggler_steps": straggler_steps})
+    check_job_dir(job_dir)
     os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
+    # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
+    # findings and incidents go where `lifecycle` and `job incidents` read them.
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
-                        db=db, site=_site(runner, lab_dir))
+                        db=db or default_db_url(), site=_site(runner, lab_dir))
     notes: list[str] = []
 
     def note(message: str) -> None:  # as it happens, so a long job says it at once
@@ -186,10 +209,20 @@ def incidents(
     from rackscale.recovery import read_incidents
     from rackscale.store import Store
 
+    if job_dir is not None:
+        check_job_dir(job_dir, must_exist=True)
     store = None if job_dir is not None else Store(db, readonly=True)
     rows = read_incidents(job_dir=job_dir, store=store)
     if as_json:
         emit_json({"incidents": rows, "measured": True})
+        return
+    if not rows:
+        where = (f"{job_dir / 'incidents.jsonl'}" if store is None
+                 else f"the store {store.safe_url}")
+        tail = "" if store is None else "; a job's own copy is read with --job-dir DIR"
+        say(f"no recovery incidents in {where}. A supervised job records one each time it "
+            "replaces a rank: `rackscale job run --gpus 2 --spares 1 -- rackscale job "
+            f"train-demo` (see docs/recovery.md){tail}")
         return
     t = Table(title="recovery incidents (measured)")
     for col in ("job", "attempt", "symptom", "component", "spare", "detect s", "restart s",

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from rackscale import lab
-from rackscale.cli._common import JsonOption, console, emit_json, noun
+from rackscale.cli._common import JsonOption, console, emit_json, noun, say
 from rackscale.cli.fleet import resolve_spec
 from rackscale.faults import load_faults
 from rackscale.fleet import Topology
@@ -60,9 +60,8 @@ def up(
         emit_json(s | {"fleet_file": path})
         return
     _print_status(s)
-    console.print(f"certify it: rackscale certify run --fleet {path} --backend real "
-                  "--runner local" + (f" --lab {state_dir}" if state_dir != StateOption.default
-                                      else ""))
+    say(f"certify it: rackscale certify run --fleet {path} --backend real --runner local"
+        + (f" --lab {state_dir}" if state_dir != StateOption.default else ""))
 
 
 @app.command()
@@ -73,7 +72,7 @@ def status(state_dir: str = StateOption, as_json: bool = JsonOption) -> None:
         emit_json(s or {"status": "none"})
         return
     if s is None:
-        console.print(f"no lab recorded in {state_dir}")
+        say(f"no lab recorded in {state_dir}")
         return
     _print_status(s)
 

@@ -156,16 +156,17 @@ def build(
     from rackscale.report import build_report, check_price
 
     shape = _shape(shape_gpus, stages)
+    price = check_price(gpu_hour_price)  # every check before the store opens or out is made
     check_out_dir(out)
-    built = build_report(Store(db), out, shape=shape, gpu_hour_price=check_price(gpu_hour_price))
+    built = build_report(Store(db), out, shape=shape, gpu_hour_price=price)
     if as_json:
         emit_json({"html": str(built.html_path), "json": str(built.json_path),
                    "seconds": round(built.seconds, 3), "ledger": built.doc["ledger"],
                    "evidence": built.doc["evidence"], "cost": built.doc.get("cost")})
         return
     print_ledger(built.doc)
-    console.print(f"wrote {built.json_path} and [bold]{built.html_path}[/] in "
-                  f"{built.seconds:.2f} s")
+    console.print(f"wrote {escape(str(built.json_path))} and [bold]"
+                  f"{escape(str(built.html_path))}[/] in {built.seconds:.2f} s")
 
 
 @app.command()
@@ -210,7 +211,8 @@ def validate(
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
         raise ReportFileError(f"{file}: {where}: {err.message}") from None
-    console.print(f"[green]ok[/] {file} matches schema {doc.get('schema_version')}")
+    console.print(f"[green]ok[/] {escape(str(file))} matches schema "
+                  f"{escape(str(doc.get('schema_version')))}")
 
 
 def _report_file(path: Path) -> dict[str, Any]:
@@ -342,7 +344,7 @@ def step_report(ctx: DemoContext) -> None:
         f"({share:.0%} of headline); {len(doc['findings'])} findings; report built in "
         f"{built.seconds:.2f} s (measured)", highlight=False, markup=False)
     verified = demo_statement(ctx.data_dir, ctx.data_dir / "report")
-    console.print(f"report: [bold]{built.html_path.resolve()}[/]")
+    console.print(f"report: [bold]{escape(str(built.html_path.resolve()))}[/]")
     ctx.results.report = ReportStepResult(
         html=built.html_path, json=built.json_path,
         ledger={k: s["count"] for k, s in steps.items()},

@@ -22,6 +22,7 @@ from rackscale.cli._common import (
     emit_json,
     noun,
     out_dir_option,
+    say,
 )
 from rackscale.cli._options import CONFIG, ConfigOption, config_options
 from rackscale.cli._pipeline import DemoContext, SimulateStepResult
@@ -288,7 +289,7 @@ def sweep_cmd(
     console.print(f"optimum found: {param} = [bold]{best.value:g}[/]{fitted}, ETTR "
                   f"{best.ettr.mean:.4f}; Young/Daly interval: {result.young_min:.1f} / "
                   f"{result.daly_min:.1f} min")
-    console.print(f"wrote {csv_path} and {png_path}")
+    say(f"wrote {csv_path} and {png_path}")
 
 
 def step_simulate(ctx: DemoContext) -> None:

@@ -61,14 +61,24 @@ def sign(
                   f"with {sig['key_id']}", highlight=False)
 
 
+# A check the verifier could not run passes (nothing failed) but is no "ok": its detail says
+# "not checked (why)", and it is printed as skip.
+NOT_CHECKED = "not checked"
+
+
 def print_verification(result: Any) -> None:
     for c in result.checks:
-        mark = "[green]ok[/]  " if c.ok else "[red]FAIL[/]"
+        if not c.ok:
+            mark = "[red]FAIL[/]"
+        elif c.detail.startswith(NOT_CHECKED):
+            mark = "[yellow]skip[/]"
+        else:
+            mark = "[green]ok[/]  "
         console.print(f"{mark} {escape(c.name)}: {escape(c.detail)}", highlight=False)
     if result.ok:
         console.print(f"[bold green]verified[/] {escape(', '.join(result.covered))} of "
                       f"{escape(result.bundle)}: evidence {result.root}, signed by "
-                      f"{result.key_id}", highlight=False)
+                      f"{escape(str(result.key_id))}", highlight=False)
         console.print("report.html is not covered (a page rendered from report.json); "
                       "`report verify --update-html` renders it again from the verified "
                       "report.json", highlight=False)
@@ -147,6 +157,6 @@ def demo_statement(data_dir: Path, report_dir: Path) -> bool:
                             "checked_at": datetime.now(UTC).isoformat()})
     state = "[green]verified[/]" if result.ok else f"[red]NOT verified[/]: " \
         f"{escape(result.first_problem or '')}"
-    console.print(f"statement: evidence {result.root}, signed with the demo key "
+    console.print(f"statement: evidence {escape(str(result.root))}, signed with the demo key "
                   f"{sig['key_id']} ({escape(str(key))}), {state}", highlight=False)
     return result.ok

@@ -28,6 +28,7 @@ from rackscale.cli._common import (
     console,
     emit_json,
     json_safe,
+    say,
     seed_option,
 )
 from rackscale.cli.fleet import resolve_spec
@@ -89,7 +90,7 @@ def run_profile(cfg: TiersConfig, sizes: list[str], reps: int, out: Path, json_o
                    **prof.model_dump(mode="json", by_alias=True)})
         return
     print_profile(prof)
-    console.print(f"wrote {target}")
+    say(f"wrote {target}")
 
 
 def print_profile(prof: StorageProfile) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from rackscale.errors import UserError
 from rackscale.fleet import Topology
+from rackscale.inputs import check_operator_text
 from rackscale.lifecycle import repository
 from rackscale.lifecycle.drivers import (
     CoolingDriver,
@@ -156,6 +157,7 @@ class Controller(SafetyResponses):
         verified and powered are refused while the coolant interlock would hold the rack;
         powered runs the sequenced power-up (passes until the rack reports powered) and, when
         it cannot finish, puts the rack's goal back and switches off what it turned on."""
+        reason = check_operator_text(reason)  # no NUL/ESC into the history
         row = repository.state_of(self.store, cid)
         target = parse_state(row.machine, to)
         if row.machine == RACK_MACHINE and target in (R.COOLING_VERIFIED, R.POWERED):

@@ -36,7 +36,7 @@ def not_in_fleet(cid: str, fleet: Topology, where: str) -> NotInFleet:
         "would name a part the fleet does not have, and lifecycle could not act on it. Fix: "
         "run the job on that fleet's GPUs (`--runner local` places its slots on them; a lab "
         "or Slurm cluster must be of that fleet), load the fleet the job runs on with "
-        "`rackscale fleet load`, or run without --db")
+        "`rackscale fleet load`, or record the job in another store (--db sqlite:///job.db)")
 
 
 class Recorder:

@@ -15,6 +15,9 @@ from typing import Any
 from rackscale.errors import UserError
 
 HOURS_PER_MONTH = 730.0  # 8760 hours a year / 12
+# The most a GPU-hour may cost (any currency): far above any real price, far below where
+# lost GPUs x price x hours stops being a finite number.
+MAX_PRICE = 1e6
 
 
 class PriceError(UserError):
@@ -24,9 +27,9 @@ class PriceError(UserError):
 def check_price(price: float | None) -> float | None:
     if price is None:
         return None
-    if not math.isfinite(price) or price <= 0:
-        raise PriceError(f"--gpu-hour-price must be a positive number (price of one GPU-hour), "
-                         f"got {price}")
+    if not math.isfinite(price) or price <= 0 or price > MAX_PRICE:
+        raise PriceError(f"--gpu-hour-price must be a positive number up to {MAX_PRICE:,.0f} "
+                         f"(price of one GPU-hour, any currency), got {price:g}")
     return float(price)
 
 

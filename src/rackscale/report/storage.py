@@ -54,9 +54,10 @@ def _ci(v: Any, fmt: str = ",.0f") -> str:
 def render_storage(section: dict[str, Any]) -> str:
     """HTML of the section; every table says whether its figures are measured or simulated."""
     if section.get("status") != "ran":
+        # `checkpoint profile --out` takes a directory and writes storage-profile.json in it.
         return ('<p class="notrun" id="storage">no storage what-if recorded: run `rackscale '
-                'checkpoint profile --out profile.json`, then `rackscale simulate '
-                'storage-whatif --storage profile.json --record`</p>')
+                'checkpoint profile --out rackscale-data`, then `rackscale simulate '
+                'storage-whatif --storage rackscale-data/storage-profile.json --record`</p>')
     price = section.get("gpu_hour_price")
     buys = "".join(
         f"<tr><th>{escape(what)}</th><td>{_ci(v.get('gpu_hours'))}</td>"

@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rackscale.inputs import control_characters
 from rackscale.lifecycle import drain as drain_component
 from rackscale.lifecycle import history
 from rackscale.server.errors import ApiError
@@ -40,7 +41,19 @@ class ErrorBody(BaseModel):
 class DrainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=500, pattern=r"\S",
-                        description="Why the rack is drained (recorded in its history).")
+                        description="Why the rack is drained (recorded in its history); "
+                        "printable text on one line, no control characters.")
+
+    @field_validator("reason")
+    @classmethod
+    def _printable(cls, v: str) -> str:
+        # A NUL is refused by PostgreSQL (a 500), an ESC sequence would reach the terminal of
+        # whoever reads `lifecycle history`: refused here, as a 422.
+        bad = control_characters(v)
+        if bad:
+            raise ValueError(f"control characters ({', '.join(dict.fromkeys(bad))}) are not "
+                             "accepted in a drain reason")
+        return v
 
 
 class Page(BaseModel):

@@ -30,6 +30,11 @@ NonNeg = Annotated[float, Field(ge=0)]
 
 
 MAX_CELLS = 50_000_000
+# Ten years of simulated wall clock: a training job's horizon, and a bound on a run's time.
+MAX_DAYS = 3650.0
+# Fail-slow at most 100x as often as fail-stop: beyond that the job is never up (and the draw
+# count, fail-stop plus fail-slow, is what the memory check bounds).
+MAX_STRAGGLER_RATIO = 100.0
 
 
 class SimulateError(UserError):
@@ -43,7 +48,7 @@ class SimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     job_gpus: Annotated[int, Field(gt=0)]
-    days: PosFloat = 30.0
+    days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 30.0
     trials: Annotated[int, Field(ge=1, le=100_000)] = 100
     seed: Annotated[int, Field(ge=0)] = 0
     failure_model: str = "llama3"
@@ -57,7 +62,7 @@ class SimConfig(BaseModel):
     # Fail-slow: rate as a fraction of the fail-stop rate (assumption), the whole job's
     # slowdown while one is present (3.04x: ByteDance OSDI'25, single faulty worker), and how
     # long straggler detection takes to find it (assumption).
-    straggler_ratio: NonNeg = 0.1
+    straggler_ratio: Annotated[float, Field(ge=0, le=MAX_STRAGGLER_RATIO)] = 0.1
     straggler_slowdown: Annotated[float, Field(ge=1)] = 3.04
     straggler_detect_min: NonNeg = 30.0
     spare_domains: Annotated[int, Field(ge=0)] | None = None  # None: every unit the job leaves
@@ -248,7 +253,8 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
     # The engine holds per-trial arrays over every unit and over every pre-drawn failure:
     # refuse sizes that would not fit in memory rather than swap the machine to death.
     cells = config.trials * (units_job + spares) * (unit_trays + 4)
-    events = config.trials * model.rate_per_gpu_h * config.rate_scale * alloc * config.days * 24
+    events = (config.trials * model.rate_per_gpu_h * config.rate_scale * alloc * config.days
+              * 24 * (1 + config.straggler_ratio))  # fail-stop and fail-slow draws
     if cells > MAX_CELLS or events > MAX_CELLS:
         raise SimulateError(
             f"{config.trials} trials of this job need too much memory ({cells:.3g} unit cells, "

@@ -30,6 +30,7 @@ from rackscale.simulate.storage import StorageTimes
 SIMULATED_WHATIF = ("simulated (renewal model in closed form over pre-drawn failures, common "
                     "random numbers; storage figures measured, then scaled)")
 MAX_CELLS = 10_000_000
+MAX_PRICE = 1e6  # per GPU-hour, any currency: as `report --gpu-hour-price`
 SETUPS: dict[str, tuple[bool, bool]] = {  # name -> (local cache, cross-region replication)
     "cache+replication": (True, True),
     "cache only": (True, False),
@@ -113,8 +114,9 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
     checkpoint interval."""
     if not intervals or min(intervals) <= 0:
         raise SimulateError("--intervals: give checkpoint intervals in minutes, all > 0")
-    if gpu_hour_price < 0:
-        raise SimulateError("--gpu-hour-price: give a price >= 0 per GPU-hour")
+    if not 0 <= gpu_hour_price <= MAX_PRICE:  # NaN fails both comparisons
+        raise SimulateError(f"--gpu-hour-price: give a price per GPU-hour in 0..{MAX_PRICE:,.0f}"
+                            f" (got {gpu_hour_price:g})")
     ref = base.ckpt_interval_min
     intervals = sorted(set(intervals) | {ref})
     t0 = time.perf_counter()
