@@ -79,3 +79,24 @@ def test_a_module_without_a_recorded_score_is_named(tmp_path: Path) -> None:
     [problem] = mut.stale_scores(tmp_path, scores, more)
     assert problem == ("recovery/detect.py: no recorded mutation score in mutation-scores.json;"
                        " re-score it: make mutation MODULES=recovery/detect.py")
+
+
+def test_a_pending_module_is_not_counted_as_scored_and_leaves_once_re_scored(
+        tmp_path: Path) -> None:
+    mut, scores, modules = _scored_copy(tmp_path)
+    why = {"certify/localize.py": "changed after its score"}
+    # current again: the pending entry must go
+    [problem] = mut.stale_scores(tmp_path, scores, modules, why)
+    assert problem.startswith("certify/localize.py: its score is current again")
+    src = tmp_path / mut.PKG / "certify/localize.py"
+    src.write_text(src.read_text() + "\n")
+    assert mut.stale_scores(tmp_path, scores, modules, why) == []  # pending, said so
+    assert mut.stale_scores(tmp_path, scores, modules, {}) != []  # else it is stale
+    gone = mut.stale_scores(tmp_path, scores, modules, {"report/nothing.py": "x"})
+    assert gone[0].startswith("report/nothing.py: pending a re-score but not in MODULES")
+
+
+def test_every_pending_module_says_why() -> None:
+    mut = _mutation()
+    assert all(len(why) > 10 for why in mut.RESCORE_PENDING.values())
+    assert set(mut.RESCORE_PENDING) <= set(mut.MODULES)
