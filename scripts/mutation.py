@@ -101,7 +101,6 @@ RESCORE_PENDING: dict[str, str] = {
     "checkpoint/multinode.py": "job-scoped keys changed it after the 2026-12-02 score of "
                                "139/149",
     "recovery/localize.py": "rule tests written, never run under the scorer",
-    "state/model.py": "first run 163/206 (79.1%); rule tests for its survivors added since",
 }
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
