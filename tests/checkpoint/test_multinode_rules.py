@@ -45,7 +45,7 @@ def _share(*names: str, step: int = 7, uuid: str = "save-1") -> Manifest:
     """One rank's own files as a manifest (what the saver hands its committer)."""
     return build_manifest(ckpt_id=ID, step=step, save_uuid=uuid, algo=DEFAULT_ALGO,
                           chunk_size=CS, items=[_item(n, n.encode()) for n in names],
-                          created_at=100.0)
+                          created_at=100.0, job=None)
 
 
 def _rank(tiers: Tiers, rank: int, world: int, uuid: str = "save-1") -> PartCommit:
