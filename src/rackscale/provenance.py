@@ -1,8 +1,8 @@
 """Provenance: whether a figure was measured on real hardware or simulated on the digital twin.
 
-Every number in output says which (docs/design.md); this enum is the one place that maps the backend
-that answered (`twin`, `real`) to the words reports use (`simulated`, `measured`). It is a
-`StrEnum`, so its members are the very strings stored in events and JSON. Like
+Every number in output says which (docs/architecture.md); this enum is the one place that maps
+the backend that answered (`twin`, `real`) to the words reports use (`simulated`, `measured`).
+It is a `StrEnum`, so its members are the very strings stored in events and JSON. Like
 `rackscale.errors` it imports nothing, so every room may use it.
 """
 

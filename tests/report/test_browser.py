@@ -39,7 +39,7 @@ def _share(img: Image.Image, color: tuple[int, int, int], tol: int = 6) -> float
 def test_report_renders_in_chromium(fleet_store: Store, topo: Topology,
                                     tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian chromium (docs/design.md)")
+        pytest.fail(f"{CHROMIUM} not found: install Debian chromium (docs/architecture.md)")
     onboard(fleet_store, topo)
     certify(fleet_store, topo, SEED_FAULTS)
     simulate(fleet_store, topo)
@@ -94,7 +94,7 @@ def test_report_renders_in_chromium(fleet_store: Store, topo: Topology,
 
 def _launch(p: object) -> object:
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian chromium (docs/design.md)")
+        pytest.fail(f"{CHROMIUM} not found: install Debian chromium (docs/architecture.md)")
     return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)  # type: ignore[attr-defined]
 
 

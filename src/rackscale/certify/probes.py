@@ -3,7 +3,7 @@
 `detect()` says whether the probe can run on its backend here; `run(scope)` returns a
 `Measurement`. The formulas from timing to figure live here, once, for both backends:
 GEMM TFLOPS = 2 n^3 / t; memory bandwidth counts bytes read plus written; all-reduce bus
-bandwidth follows nccl-tests (busbw = algbw x 2(n-1)/n, docs/numbers.md).
+bandwidth follows nccl-tests (busbw = algbw x 2(n-1)/n, docs/figures.md).
 """
 
 from __future__ import annotations

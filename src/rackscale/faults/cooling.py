@@ -2,7 +2,7 @@
 
 `TwinCoolingDriver` satisfies the `CoolingDriver` protocol of lifecycle/drivers.py (`read()`
 and `set_valve(rack, open_)`) structurally: Protocols are structural, so this room does not
-import lifecycle (docs/design.md: faults may import fleet only) and lifecycle does not import
+import lifecycle (docs/architecture.md: faults may import fleet only) and lifecycle does not import
 faults; the CLI, which may import both, plugs one into the other.
 
 What a reading holds, and where each figure comes from:

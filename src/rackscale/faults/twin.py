@@ -41,7 +41,7 @@ from rackscale.fleet import (
     allreduce_busbw,
 )
 
-GEMM_EFFICIENCY = 0.80  # H200 reaches ~790 of 989 TFLOPS dense BF16 (docs/numbers.md)
+GEMM_EFFICIENCY = 0.80  # H200 reaches ~790 of 989 TFLOPS dense BF16 (docs/figures.md)
 HBM_EFFICIENCY = 0.90  # a copy kernel reaches ~4.3 of 4.8 TB/s on H200 (KINDS.md reading)
 NVLINK_EFFICIENCY = 0.80
 SCALEOUT_EFFICIENCY = 0.92

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Facility supply water inside ASHRAE W32..W45 (docs/numbers.md, Cooling).
+# Facility supply water inside ASHRAE W32..W45 (docs/figures.md, Cooling).
 NOMINAL_INLET_C = 32.0
 # A healthy CDU delivers some margin above the rack's need (1.43 L/min per kW at a 10 K rise).
 NOMINAL_FLOW_MARGIN = 1.15

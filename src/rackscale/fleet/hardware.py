@@ -1,6 +1,6 @@
 """Per-SKU hardware specs as data, each with the source it was taken from.
 
-The figures and their sources are listed in docs/numbers.md. `verified=False` marks a figure that no
+The figures and their sources are listed in docs/figures.md. `verified=False` marks a figure that no
 primary source backs (an estimate); every report that uses such a figure should say so.
 """
 
@@ -43,19 +43,19 @@ GPUS: dict[str, GpuSku] = {
     for s in (
         GpuSku(
             name="h100-sxm", bf16_dense_tflops=989, hbm_gb=80, hbm_tbps=3.35, nvlink_gbps=900,
-            power_w=700, source="NVIDIA H100 datasheet (secondary), docs/numbers.md",
+            power_w=700, source="NVIDIA H100 datasheet (secondary), docs/figures.md",
         ),
         GpuSku(
             name="h200-sxm", bf16_dense_tflops=989, hbm_gb=141, hbm_tbps=4.8, nvlink_gbps=900,
-            power_w=700, source="NVIDIA H200 datasheet; MLPerf v4.1 system JSON, docs/numbers.md",
+            power_w=700, source="NVIDIA H200 datasheet; MLPerf v4.1 system JSON, docs/figures.md",
         ),
         GpuSku(
             name="b200", bf16_dense_tflops=2250, hbm_gb=180, hbm_tbps=8.0, nvlink_gbps=1800,
-            power_w=1000, source="DGX B200 user guide (secondary), docs/numbers.md",
+            power_w=1000, source="DGX B200 user guide (secondary), docs/figures.md",
         ),
         GpuSku(
             name="gb200", bf16_dense_tflops=2500, hbm_gb=186, hbm_tbps=8.0, nvlink_gbps=1800,
-            power_w=1200, source="DGX GB200 user guide, docs/numbers.md",
+            power_w=1200, source="DGX GB200 user guide, docs/figures.md",
         ),
         # The source gives GB300 only as ~15 PFLOPS dense FP4; Blackwell Ultra keeps
         # Blackwell's BF16 tensor rate, so 2.5 PFLOPS BF16 is an estimate, not a datasheet value.

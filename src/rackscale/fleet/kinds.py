@@ -1,4 +1,4 @@
-"""Component kinds: the words every room uses for what a component is (docs/design.md)."""
+"""Component kinds: the words every room uses for what a component is (docs/architecture.md)."""
 
 REGION, RACK = "region", "rack"
 COMPUTE_TRAY, NODE, SWITCH_TRAY, NVSWITCH = "compute_tray", "node", "switch_tray", "nvswitch"

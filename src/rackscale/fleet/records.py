@@ -10,7 +10,7 @@ from typing import Any, Literal
 from rackscale.errors import UserError
 from rackscale.fleet.templates import RackTemplate
 
-# Water at a 10 K rise carries 1 kW per ~1.43 L/min (physics; docs/numbers.md, Cooling).
+# Water at a 10 K rise carries 1 kW per ~1.43 L/min (physics; docs/figures.md, Cooling).
 LPM_PER_KW = 1.43
 
 

@@ -36,7 +36,7 @@ class RackTemplate:
     switches: int  # switch trays per rack (nvl72) or NVSwitch chips per node (hgx)
     power_shelves: int
     # Rack IT power drawn at full load, kW: sizes the coolant flow the CDU must prove before
-    # power-on (about 1.43 L/min per kW at a 10 K rise, docs/numbers.md).
+    # power-on (about 1.43 L/min per kW at a 10 K rise, docs/figures.md).
     rack_power_kw: float
     source: str
     # Trays (or nodes) out of service a rack may have and still be promoted to production
@@ -113,10 +113,10 @@ for _t in (
     # estimate chosen inside that range.
     _nvl72("vr-nvl72", gpu="rubin", cpu="vera", nic="cx9", dpu="bf4",
            switch="nvlink6-switch-tray", kw=190.0, shelves=8,
-           source="Vera Rubin NVL72 (docs/numbers.md); rack power estimated"),
+           source="Vera Rubin NVL72 (docs/figures.md); rack power estimated"),
     _nvl72("gb200-nvl72", gpu="gb200", cpu="grace", nic="cx7", dpu="bf3",
            switch="nvlink5-switch-tray", kw=120.0, shelves=8,
-           source="DGX SuperPOD GB200 reference architecture (docs/numbers.md)"),
+           source="DGX SuperPOD GB200 reference architecture (docs/figures.md)"),
     _nvl72("gb300-nvl72", gpu="gb300", cpu="grace", nic="cx8", dpu="bf3",
            switch="nvlink5-switch-tray", kw=142.0, shelves=8,
            source="NVIDIA enterprise reference architecture: 8 x 33 kW shelves, ~142 kW"),

@@ -1,6 +1,6 @@
 """The fleet's topology: every component with its id, and the queries over it.
 
-Component ids are paths (docs/design.md): `us-east`, `us-east/r03`, `us-east/r03/c07`,
+Component ids are paths (docs/architecture.md): `us-east`, `us-east/r03`, `us-east/r03/c07`,
 `us-east/r03/c07/gpu2`, `us-east/r03/s04`, `us-east/r03/cdu`, `us-east/r03/ps1`,
 `us-east/leaf-rail2-0`, `us-east/spine-3`.
 

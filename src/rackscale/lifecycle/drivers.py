@@ -35,7 +35,7 @@ from rackscale.fleet import (
 )
 from rackscale.inputs import InputError, read_text
 
-# ASHRAE W45 is the warmest liquid-cooling supply class (docs/numbers.md): above it the coolant can
+# ASHRAE W45 is the warmest liquid-cooling supply class (docs/figures.md): above it the coolant can
 # no longer carry the rack's heat at the design rise.
 DEFAULT_MAX_INLET_C = 45.0
 

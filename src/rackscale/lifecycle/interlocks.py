@@ -1,10 +1,10 @@
 """Interlocks: the safety rules no transition or command may break, as pure functions.
 
 - Power-on needs verified coolant flow at the rack's CDU at or above the rack's need
-  (LPM_PER_KW x rack kW, docs/numbers.md), the valve open, the inlet inside W45, and no leak.
+  (LPM_PER_KW x rack kW, docs/figures.md), the valve open, the inlet inside W45, and no leak.
 - A coolant fault gets a tiered response, each step with its own deadline measured from the
   fault's first observation: warn -> power cap -> drain jobs -> power off -> isolate (valve).
-- Leak tiers (NVIDIA NICo, docs/numbers.md): 1-2 leaking trays shut those trays; more than 2 isolate
+- Leak tiers (NVIDIA NICo, docs/figures.md): 1-2 leaking trays shut those trays; more than 2 isolate
   the rack; a critical leak closes the valve at once.
 - Power sequencing never exceeds a region's power budget (RegionSpec.power_budget_kw).
 """

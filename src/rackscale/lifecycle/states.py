@@ -2,7 +2,7 @@
 
 Racks follow NVIDIA's infra-controller shape (Created -> Discovering -> Maintenance ->
 Validating -> Ready/Error) merged with CoreWeave's node lifecycle (Onboard -> Seatrial -> Zap ->
-Test -> Production -> Triage -> RMA), see docs/numbers.md. Trays (NVL72 compute trays, HGX nodes)
+Test -> Production -> Triage -> RMA), see docs/figures.md. Trays (NVL72 compute trays, HGX nodes)
 follow CoreWeave's node lifecycle.
 
 The tables are the only authority: `check(kind, from, to)` raises `IllegalTransition` naming

@@ -56,7 +56,7 @@ class SimConfig(BaseModel):
     # "domain": the job takes whole NVLink domains (NVL72 racks, HGX nodes); "tray": any trays.
     align: Literal["domain", "tray"] = "domain"
     ckpt_interval_min: PosFloat = 30.0  # fault-free compute between checkpoints
-    ckpt_cost_s: NonNeg = 60.0  # blocking checkpoint write (docs/numbers.md, Young/Daly)
+    ckpt_cost_s: NonNeg = 60.0  # blocking checkpoint write (docs/figures.md, Young/Daly)
     restart_min: NonNeg = 5.0  # u0: reschedule + reload + warm-up (Meta's check uses 5 min)
     detect_min: NonNeg | None = None  # overrides every cause's detection latency
     # Fail-slow: rate as a fraction of the fail-stop rate (assumption), the whole job's

@@ -1,7 +1,7 @@
 """Failure models: how often the GPUs of a job fail, why, and what each cause takes out.
 
 A failure model is a rate per GPU-hour and a table of causes. Each cause names a fault kind of
-docs/design.md (`gpu_dead`, `hbm_degraded`, `sdc`, `bad_cable`, ...; `software`, `host` for
+docs/architecture.md (`gpu_dead`, `hbm_degraded`, `sdc`, `bad_cable`, ...; `software`, `host` for
 causes that are no hardware fault of the twin), the scope it takes out (`none`: restart only;
 `tray`: the tray/node goes to repair; `domain`: the whole NVLink domain does), a repair time
 and a detection latency. The mapping from a published cause to a fault kind is data (CAUSES
@@ -31,7 +31,7 @@ class UnknownFailureModel(UnknownName):
 class Cause:
     name: str  # the published label (Llama 3 Table 5)
     count: int  # unexpected interruptions with this cause in the source period
-    kind: str  # a fault kind (docs/design.md), or "software"/"host" for non-twin causes
+    kind: str  # a fault kind (docs/architecture.md), or "software"/"host" for non-twin causes
     scope: Scope
     # Hours until the part is back in service (assumptions, not published figures: a tray swap
     # from stock, a GPU RMA, a cable reseat). Only matters when spares run out.
@@ -42,7 +42,7 @@ class Cause:
 
 
 # Llama 3 405B, 16,384 H100 x 54 days, 419 unexpected interruptions (arXiv 2407.21783,
-# sec. 3.3.4, Table 5 counts as listed in docs/numbers.md; sum 419).
+# sec. 3.3.4, Table 5 counts as listed in docs/figures.md; sum 419).
 LLAMA3_GPUS = 16_384
 LLAMA3_DAYS = 54
 CAUSES: tuple[Cause, ...] = (
@@ -118,7 +118,7 @@ def _llama3() -> FailureModel:
 
 
 def _rsc(name: str, per_1000_node_days: float) -> FailureModel:
-    # r_f is per 8-GPU node-day; RSC gives no cause split (docs/numbers.md), so Llama 3's is used.
+    # r_f is per 8-GPU node-day; RSC gives no cause split (docs/figures.md), so Llama 3's is used.
     return FailureModel(
         name=name,
         rate_per_gpu_h=per_1000_node_days / 1000 / 8 / 24,

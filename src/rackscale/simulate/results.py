@@ -57,7 +57,7 @@ def renewal_ettr(rate_h: float, interval_h: float, u0_h: float, w_h: float = 0.0
 
 
 def young_daly(mtbf_h: float, cost_h: float) -> dict[str, float]:
-    """Young T = sqrt(2 M C); Daly T = sqrt(2 C M) - C (docs/numbers.md). Minutes."""
+    """Young T = sqrt(2 M C); Daly T = sqrt(2 C M) - C (docs/figures.md). Minutes."""
     if cost_h <= 0 or not math.isfinite(mtbf_h):
         return {"young_min": math.nan, "daly_min": math.nan}
     young = math.sqrt(2 * mtbf_h * cost_h)
