@@ -91,7 +91,9 @@ def test_credentials_from_a_file_work(bmc: str, tmp_path: Path,
     drv = RedfishPowerDriver(bmc)
     assert list(drv.systems()) == ["lab-r01-ps1"]
     drv.set_power("lab/r01/ps1", True)  # an authenticated POST the BMC accepts
-    end = time.monotonic() + 10  # the fake BMC applies a reset asynchronously
+    # sushy-tools' fake driver applies a reset 1-11 s later (whole seconds, so up to 12 s);
+    # the bound leaves room for a loaded machine
+    end = time.monotonic() + 25
     while not drv.power_state("lab/r01/ps1") and time.monotonic() < end:
         time.sleep(0.1)
     assert drv.power_state("lab/r01/ps1") is True
