@@ -45,7 +45,7 @@ def bmc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     f"SUSHY_EMULATOR_FAKE_SYSTEMS = {json.dumps(systems)}\n"
                     f"SUSHY_EMULATOR_AUTH_FILE = {str(d / 'htpasswd')!r}\n")
     port = free_port()
-    proc = subprocess.Popen([_emulator(), "--fake", "--config", str(conf), "-i", "127.0.0.1",
+    proc = subprocess.Popen([*_emulator(), "--fake", "--config", str(conf), "-i", "127.0.0.1",
                              "-p", str(port)], stdout=subprocess.DEVNULL,
                             stderr=open(d / "sushy.log", "w"))  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
@@ -91,8 +91,8 @@ def test_credentials_from_a_file_work(bmc: str, tmp_path: Path,
     drv = RedfishPowerDriver(bmc)
     assert list(drv.systems()) == ["lab-r01-ps1"]
     drv.set_power("lab/r01/ps1", True)  # an authenticated POST the BMC accepts
-    # sushy-tools' fake driver applies a reset 1-11 s later (whole seconds, so up to 12 s);
-    # the bound leaves room for a loaded machine
+    # the emulator applies a reset asynchronously (see _emulator); the bound covers its
+    # unshortened 1-11 s too, and a loaded machine
     end = time.monotonic() + 25
     while not drv.power_state("lab/r01/ps1") and time.monotonic() < end:
         time.sleep(0.1)
