@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 import urllib.parse
 from collections.abc import Iterable
@@ -140,3 +141,37 @@ def redact_obj(obj: Any, *, secrets: Iterable[str | None] = ()) -> Any:
     if isinstance(obj, list | tuple):
         return [redact_obj(v, secrets=known) for v in obj]
     return obj
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose whole output (message, arguments and traceback) goes through
+    `redact`: a traceback quotes the values it failed on, a database URL with its password or
+    a request's Authorization header among them, and a server log is read by more people than
+    the credentials are meant for."""
+
+    def __init__(self, inner: logging.Formatter | None = None, *,
+                 secrets: Iterable[str | None] = ()) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter("%(levelname)s %(name)s: %(message)s")
+        self.secrets = tuple(s for s in secrets if s)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record), secrets=self.secrets)
+
+
+def redact_logs(loggers: Iterable[str], *, secrets: Iterable[str | None] = ()) -> None:
+    """Every handler of `loggers` (and of the root logger) writes through `RedactingFormatter`.
+    A named logger with no handler of its own gets one to stderr (and stops propagating, so a
+    record is written once), so its records do not fall through to `logging.lastResort`, which
+    no formatter reaches."""
+    known = tuple(s for s in secrets if s)
+    for name in ("", *loggers):
+        logger = logging.getLogger(name)
+        if name and not logger.handlers:
+            logger.addHandler(logging.StreamHandler())
+            logger.propagate = False
+        for handler in logger.handlers:
+            inner = handler.formatter
+            if isinstance(inner, RedactingFormatter):
+                inner = inner.inner
+            handler.setFormatter(RedactingFormatter(inner, secrets=known))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sys
 
+from rackscale.redact import redact_logs, url_secrets
 from rackscale.server.config import ServerConfig
 from rackscale.store import Store
+
+# The loggers a running server writes to: its own and uvicorn's.
+SERVER_LOGGERS = ("rackscale", "uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def serve(config: ServerConfig) -> None:
@@ -19,6 +23,9 @@ def serve(config: ServerConfig) -> None:
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level="warning", access_log=False,
                                            server_header=False))
+    # uvicorn.Config has just set up its loggers; from here every log line, tracebacks of
+    # unhandled errors included, is redacted (the token and the store's password by value).
+    redact_logs(SERVER_LOGGERS, secrets=[config.token, *url_secrets(store.url)])
     mode = "mutations need the token" if config.token else "read-only (no token configured)"
     print(f"rackscale serve: http://{config.host}:{config.port}/ ({mode}; store "
           f"{store.safe_url})", file=sys.stderr, flush=True)
