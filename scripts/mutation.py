@@ -88,8 +88,6 @@ MODULES: dict[str, list[str]] = {
 # not as scored; one whose score is current again must leave this list (the test says so).
 # TESTING.md's table lists them as pending with their last score as history.
 RESCORE_PENDING: dict[str, str] = {
-    "certify/localize.py": "its types (mypy) and the topology helpers changed it after the "
-                           "2026-12-02 score of 126/128",
     "certify/verdict.py": "scored 2026-12-01 with the narrower operator set, before records",
     "lifecycle/interlocks.py": "scored 2026-12-01 with the narrower operator set, before "
                                "records",
