@@ -292,9 +292,43 @@ def test_refresh_reads_on_from_its_cursor(tmp_path: Any) -> None:
     assert live.refresh(store) == 1 and live.seq == other
     skipped = store.append_event("rules", Kind.FLEET_LOADED, {"fleet": "rules", "changed": False})
     assert live.refresh(store) == 0 and live.seq == skipped  # past what it does not fold
+    store.append_event("rules", Kind.FLEET_LOADED, {"fleet": "rules", "changed": False})
+    last = store.append_event("rules", Kind.FLEET_LOADED, {"fleet": "rules", "changed": False})
+    assert live.refresh(store) == 0 and live.seq == last  # to the newest read, not the first
     fresh = FleetState.load(store, topo)
     assert fresh.seq == other  # a first read asks for the folded kinds only
     assert [fresh.conditions(p) for p in ("a/r1", "a/r10")] == \
         [live.conditions(p) for p in ("a/r1", "a/r10")]
     assert FleetState.load(store, topo, until_seq=first[0]).gate("a/r1").evidence_seq == first[0]
     store.close()
+
+
+def test_seqs_and_floors_are_passed_by_name(tmp_path: Any) -> None:
+    """`until_seq` and `floor` are seqs: a bare number in their place is refused, so a call
+    cannot read up to (or gate from) a seq it did not name."""
+    from rackscale.store import Store
+
+    topo = Topology.build(SPEC)
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    state = FleetState(topo)
+    with pytest.raises(TypeError):
+        FleetState.load(store, topo, 5)  # type: ignore[misc]  # the rule under test
+    with pytest.raises(TypeError):
+        state.refresh(store, 5)  # type: ignore[misc]  # the rule under test
+    with pytest.raises(TypeError):
+        state.gate("a/r1", 5)  # type: ignore[misc]  # the rule under test
+    store.close()
+
+
+def test_what_the_state_hands_out_cannot_be_changed_by_a_reader(fs: FleetState) -> None:
+    """Views share the state's records; one that assigned to a record would change what every
+    other view reads."""
+    from dataclasses import FrozenInstanceError
+
+    log = Log(fs)
+    log.add("a/r1", Kind.LIFECYCLE_TRANSITION, {"from": None, "to": "cabled"})
+    with pytest.raises(FrozenInstanceError):
+        fs.lifecycle["a/r1"].state = "production"  # type: ignore[misc]  # the rule under test
+    gate = fs.gate("a/r1")
+    with pytest.raises(FrozenInstanceError):
+        gate.evidence_seq = 1  # type: ignore[misc]  # the rule under test
