@@ -98,7 +98,6 @@ RESCORE_PENDING: dict[str, str] = {
     "checkpoint/restore.py": "scored 2026-12-01; pointer votes, repairs, bounded waits since",
     "checkpoint/multinode.py": "job-scoped keys changed it after the 2026-12-02 score of "
                                "139/149",
-    "recovery/localize.py": "rule tests written, never run under the scorer",
 }
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
@@ -226,6 +225,15 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("checkpoint/restore.py", "NumberReplacer",
                r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
                "writes the same bytes", number_offset=+1),
+    Equivalent("recovery/localize.py", "NumberReplacer", r"nbytes: int = 512( << 10)?",
+               "the pair probe's message size: each pair is judged against the reference's "
+               "pair of the same size, so any size the probe accepts gives the same decision"),
+    Equivalent("recovery/localize.py", "NumberReplacer", r"runs\[0",
+               "every repeat of one probe on one backend has the same unit and source, and "
+               "with two repeats index 1 and -1 are the same run"),
+    Equivalent("recovery/localize.py", "NumberReplacer", r"= m\.values\[0",
+               "a pair probe runs one group: its values hold one figure, so 0 and -1 agree",
+               number_offset=-1),
     Equivalent("report/ledger.py", "ReplaceComparisonOperator_Gt_GtE", r"and gpus\.size >",
                "every NVLink domain of the rack templates holds GPUs: size >= 0 and > 0 agree"),
 ]

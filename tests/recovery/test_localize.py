@@ -244,3 +244,74 @@ def test_steps_that_overlap_a_checkpoint_push_are_not_scored() -> None:
     coll = [c + (0.3 if s + 1 in busy else 0.0) for s, c in enumerate(coll)]
     assert _feed(CollectiveDetector(4, DetectConfig()), compute, coll, busy) is None
     assert _feed(CollectiveDetector(4, DetectConfig()), compute, coll) is not None
+
+
+# --- the decision on exact figures (the twin's noise never lands on a boundary) ----------------
+
+def _decided(gemm: list[float], pair: list[float]):
+    """`_decide` for candidate 0 beside two controls, on figures given exactly (two repeats
+    of the same values, each relative to the controls' 1.0)."""
+    import numpy as np
+
+    loc = _localizer([], 0)
+    g = loc._judged([np.array(gemm)] * 2, [{}, {}], "gemm", "TFLOP/s", "twin")
+    p = loc._judged([np.array(pair)] * 2, [{}, {}], "scaleout_allreduce", "GB/s", "twin")
+    return loc._decide([JOB[0]], g, p)
+
+
+def test_a_tie_between_gpu_and_nic_shortfall_blames_the_gpu() -> None:
+    # A slow GPU slows its own all-reduce by no more than its compute, so an all-reduce short
+    # by exactly as much as the compute is the GPU's doing.
+    assert _named(_decided([0.5, 1.0, 1.0], [0.5, 1.0, 1.0])) == (JOB[0], JOB[0], "slow_gpu")
+    assert _named(_decided([0.5, 1.0, 1.0], [0.49, 1.0, 1.0]))[2] == "bad_cable"
+
+
+def test_a_link_exactly_at_the_down_figure_is_dead() -> None:
+    from rackscale.certify import DOWN_REL
+
+    v = JOB[0]
+    assert _named(_decided([1.0, 1.0, 1.0], [DOWN_REL, 1.0, 1.0])) == (v, _nic(v), "nic_dead")
+    assert _named(_decided([1.0, 1.0, 1.0], [DOWN_REL + 0.01, 1.0, 1.0]))[2] == "bad_cable"
+
+
+def test_a_failing_gpu_beside_a_short_but_passing_nic_is_the_gpu() -> None:
+    # GEMM fails 2% short of its reference, the all-reduce 4%: at 0.97 and 0.965 the NIC is
+    # further below but still passing, so only the GPU failed and the two are not compared.
+    v = JOB[0]
+    got = _decided([0.97, 1.0, 1.0], [0.965, 1.0, 1.0])
+    assert got.evidence["probed"] == {v: {"gemm_rel": 0.97, "pair_rel": 0.965}}
+    assert _named(got) == (v, v, "slow_gpu")
+
+
+def test_a_refused_probe_took_no_time_and_has_no_confidence() -> None:
+    got = _localizer([], 0).localize(["nowhere/r01/c01/gpu0"], list(SPARES))
+    assert (got.confidence, got.seconds) == (0.0, 0.0)
+
+
+def test_options_are_passed_by_name() -> None:
+    from rackscale.recovery.localize import Localized
+
+    with pytest.raises(TypeError):
+        Localizer(TOPO, lambda: contextlib.nullcontext(None), THRESHOLDS, 3)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Localized(None, None, None)  # type: ignore[misc]  # the rule under test
+
+
+def test_a_probe_on_a_runner_closes_the_runner_after_use() -> None:
+    """The agents a probe starts must not outlive it (they would hold the job's CPU and
+    memory): the backend opened on a runner closes it when the probe ends, or fails."""
+    from rackscale.recovery.localize import on_runner
+
+    closed: list[bool] = []
+
+    class Runner:  # stands in for a runner's lifetime only; real runners run in test_lab_*
+        def close(self) -> None:
+            closed.append(True)
+
+    opened = on_runner(TOPO, Runner)  # type: ignore[arg-type]
+    with opened() as backend:
+        assert backend is not None and not closed
+    assert closed == [True]
+    with pytest.raises(RuntimeError), opened():
+        raise RuntimeError("probe failed")
+    assert closed == [True, True]
