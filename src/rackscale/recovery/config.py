@@ -50,6 +50,9 @@ class JobConfig(BaseModel):
     gpus: int = Field(ge=1, le=4096)
     spares: int = Field(default=0, ge=0, le=4096)
     ckpt_every: int = Field(default=10, ge=1)
+    # The job's length, when known (`job run --steps`): a straggler flagged under two
+    # checkpoint intervals from the end is left to finish rather than restarted.
+    steps: int | None = Field(default=None, ge=1)
     max_restarts: int = Field(default=10, ge=0)
     poll_s: float = Field(default=0.05, gt=0, le=5)
     # How long stopped ranks get to exit after SIGKILL before the supervisor gives up on them.
