@@ -63,3 +63,50 @@ def test_a_straggler_flagged_in_the_last_steps_is_left_to_finish(tmp_path: Path)
     assert out["finished"] and out["attempts"] == 1 and out["excluded"] == {}, out
     assert rig.result(job)["params_sha256"] == rig.reference_digest()
     assert any("left to finish" in n for n in out["notes"]), out
+
+
+# A rank of 30 steps that writes its beats as it goes (a step every 40 ms); rank 1's compute
+# is 3x the others' on steps SLOW_FROM..SLOW_TO, given in argv.
+PACED_RANK = r"""
+import json, os, sys, time
+job, rank = os.environ["RACKSCALE_JOB_DIR"], int(os.environ["RANK"])
+attempt = int(os.environ["RACKSCALE_ATTEMPT"])
+slow_from, slow_to = int(sys.argv[1]), int(sys.argv[2])
+path = os.path.join(job, "beats", f"a{attempt:03d}-r{rank:04d}.jsonl")
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path, "a") as f:
+    def beat(phase, step, **kw):
+        f.write(json.dumps({"phase": phase, "step": step, "t": time.time(), **kw}) + "\n")
+        f.flush()
+    beat("start", 0, slot=os.environ["RACKSCALE_SLOT"], pid=os.getpid())
+    beat("restored", 0, restore_s=0.0, ckpt=None)
+    for step in range(1, 31):
+        slow = rank == 1 and slow_from <= step <= slow_to
+        beat("sync", step, compute_s=0.03 if slow else 0.01)
+        time.sleep(0.04)
+        beat("step", step, step_s=0.04)
+    beat("done", 30)
+"""
+
+
+def test_without_a_probe_a_straggler_seen_over_one_window_only_spends_no_spare(
+        tmp_path: Path) -> None:
+    """The local runner has no probe: a rank slow for 7 steps (flagged after 5, by its
+    smoothed times) and fast again is not confirmed over a second window, so nothing is
+    excluded and the job finishes, though it has no spare."""
+    job = tmp_path / "job"
+    rc, out = rig.finish(rig.start(job, [sys.executable, "-c", PACED_RANK, "11", "17"],
+                                   spares=0), job, timeout_s=120)
+    assert rc == 0, out
+    assert out["finished"] and out["attempts"] == 1 and out["excluded"] == {}, out
+
+
+def test_without_a_probe_a_straggler_slow_over_two_windows_is_excluded(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    rc, out = rig.finish(rig.start(job, [sys.executable, "-c", PACED_RANK, "11", "30"],
+                                   spares=0), job, timeout_s=120)
+    assert rc == 2, out  # excluded, and no spare to take its rank
+    assert out["error"]["kind"] == "SparesExhausted", out
+    (inc,) = rig.incidents(job)
+    assert inc["symptom"] == "straggler" and inc["rank"] == 1 and inc["outcome"] == "no_spare"
+    assert inc["evidence"]["consecutive"] == 10 and inc["detect_steps"] == 10

@@ -227,6 +227,7 @@ class Supervisor:
         coll = CollectiveDetector(self.state.gpus, cfg.detect, best=self.best_collective) \
             if self.setup.localizer is not None else None
         said = False  # a straggler left to finish the job is said once
+        flagged: dict[int, int] = {}  # rank -> step of its unconfirmed straggler flag
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
@@ -249,6 +250,9 @@ class Supervisor:
             if suspect is not None and suspect.kind is Symptom.STRAGGLER \
                     and self._left_to_finish(suspect, said):
                 said, suspect = True, None
+            if suspect is not None and suspect.kind is Symptom.STRAGGLER \
+                    and not self._confirmed(suspect, flagged):
+                suspect = None
             if suspect is not None:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             time.sleep(cfg.poll_s)
@@ -264,6 +268,22 @@ class Supervisor:
             self._fail(f"ranks {left} did not stop after SIGKILL within "
                        f"{self.cfg.stop_timeout_s}s")
         return Outcome(finished=True, ranks=reader.poll())
+
+    def _confirmed(self, sus: Suspect, flagged: dict[int, int]) -> bool:
+        """Whether a straggler is evidence enough to act on. A runner with a probe checks the
+        suspect's parts before anything is excluded; without one (local), the exclusion
+        spends a spare on the scores alone, so the rank must be flagged again a window of
+        `straggler_steps` steps after its first flag (still slow, or slow again after one
+        noisy step reset its count): a transient slowdown (other work on the host's cores)
+        passes within one window, a slow part does not. A first flag older than three
+        windows is forgotten (the rank recovered), and this one starts the wait again."""
+        if self.setup.localizer is not None or sus.candidates:
+            return True
+        step, k = int(sus.evidence.get("step", 0)), self.cfg.detect.straggler_steps
+        first = flagged.setdefault(sus.rank, step)
+        if step - first > 3 * k:
+            flagged[sus.rank] = first = step
+        return step - first >= k
 
     def _left_to_finish(self, sus: Suspect, said: bool) -> bool:
         """Whether a straggler flagged this near the job's end (`steps`, when known) is left
