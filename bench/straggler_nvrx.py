@@ -2,7 +2,7 @@
 (NVRx) on the same measured section times (part of bench_recovery.py, `--straggler`).
 
 Two real 2-rank jobs of the reference trainer are recorded (gloo, CPU, straggler flagging
-off so that they run to the end): one with rank 1 doing 1.5x its compute work from step 1,
+off so that they run to the end): one with rank 1 doing 1.5x its compute work from step 11,
 one clean. Each rank's per-step compute time (its heartbeat's `compute_s`) is then fed to
 both detectors, step by step:
 
@@ -30,12 +30,16 @@ from pathlib import Path
 from typing import Any
 
 SLOW_SLOT = "local/r01/c01/gpu1"
+# The slow rank degrades at this step: rackscale's rule needs a rank slower than its own
+# best as well as than the others, so a rank slow from its first step is never flagged.
+SLOW_FROM = 11
 
 
 def record(root: Path, env: dict[str, str], steps: int, slow: bool) -> list[list[float]]:
     """Per-step compute times [step][rank] of a real 2-rank run."""
     job = root / f"straggler-{'slow' if slow else 'clean'}"
-    extra = ["--slow-slot", SLOW_SLOT, "--slow-factor", "1.5"] if slow else []
+    extra = ["--slow-slot", SLOW_SLOT, "--slow-factor", "1.5", "--slow-from", str(SLOW_FROM)] \
+        if slow else []
     p = subprocess.run([sys.executable, "-m", "rackscale", "job", "run", "--gpus", "2",
                         "--ckpt-every", str(steps), "--job-dir", str(job), "--straggler-steps",
                         "1000000", "--json", "--", sys.executable, "-m",
@@ -127,7 +131,8 @@ def nvrx_missing(env: dict[str, str]) -> str | None:
 
 
 def _first(flags: list[tuple[int, int]], rank: int) -> int | None:
-    return next((s for s, r in flags if r == rank), None)
+    """Steps from the first slow step to the first flag of `rank` (1: flagged on it)."""
+    return next((s - SLOW_FROM + 1 for s, r in flags if r == rank), None)
 
 
 def side_by_side(root: Path, env: dict[str, str], steps: int = 60,

@@ -74,6 +74,8 @@ def train_demo(
                                   help="Drill: the rank on this GPU slot computes slower."),
     slow_factor: float = typer.Option(1.0, "--slow-factor", min=1.0,
                                       help="Drill: how much slower (1.5 = 1.5x the time)."),
+    slow_from: int = typer.Option(1, "--slow-from", min=1,
+                                  help="Drill: the first slow step (a part that degrades)."),
     timing: Timing = typer.Option(Timing.cpu, "--timing", metavar="TEXT",
                                   help="What a rank reports as a step's compute time: cpu (its "
                                "own CPU time) or wall (on the lab, where a CPU quota stands "
@@ -88,7 +90,8 @@ def train_demo(
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
                      ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
-                     slow_slot=slow_slot, slow_factor=slow_factor, timing=timing.value)
+                     slow_slot=slow_slot, slow_factor=slow_factor, slow_from=slow_from,
+                     timing=timing.value)
     job_dir.mkdir(parents=True, exist_ok=True)
     wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
     result = train(s, RankEnv.from_environ(str(job_dir)))
@@ -145,6 +148,7 @@ def run(
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --gpus 2 -- rackscale job train-demo`")
     cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
+                      steps=steps,
                       max_restarts=max_restarts, warm=warm, detect={
                           "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
                           "straggler_threshold": straggler_threshold,

@@ -22,8 +22,8 @@ class DetectConfig(BaseModel):
     `startup_timeout_s` (process start, restore); then it is `timeout_factor` times the longest
     gap between two heartbeats seen so far (NVRx's calculated timeouts), never under
     `hang_floor_s`. Fail-slow: each step a rank's compute time is scored against the job's
-    median (median / own) and its own best (best / own); a rank whose median score is under
-    `straggler_threshold` for `straggler_steps` consecutive steps is a straggler. Scores use
+    median (median / own) and its own best (best / own); a rank whose two scores are both
+    under `straggler_threshold` for `straggler_steps` consecutive steps is a straggler. Scores use
     the median of the last `smooth_steps` compute times, so one noisy step does not count.
     The job's collective time (see `CollectiveDetector`) is scored against its own best with
     the same threshold and steps, and counts only when it is also `collective_floor_s` slower
@@ -50,6 +50,9 @@ class JobConfig(BaseModel):
     gpus: int = Field(ge=1, le=4096)
     spares: int = Field(default=0, ge=0, le=4096)
     ckpt_every: int = Field(default=10, ge=1)
+    # The job's length, when known (`job run --steps`): a straggler flagged under two
+    # checkpoint intervals from the end is left to finish rather than restarted.
+    steps: int | None = Field(default=None, ge=1)
     max_restarts: int = Field(default=10, ge=0)
     poll_s: float = Field(default=0.05, gt=0, le=5)
     # How long stopped ranks get to exit after SIGKILL before the supervisor gives up on them.

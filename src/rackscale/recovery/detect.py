@@ -3,7 +3,8 @@ each rule is tested on its own and the supervisor only asks them.
 
 - fail-stop: a rank's process ended before the job did;
 - hang: a rank sent no beat within its timeout (`DetectConfig`);
-- fail-slow: a rank's compute time scored against the other ranks' median and its own best;
+- fail-slow: a rank's compute time scored against the other ranks' median and its own best
+  (slow against both);
   and the job's collective time against its own best (a slow NIC or cable slows every rank
   of a data-parallel ring alike, so no rank's compute stands out: the suspects are all the
   ranks, and the localizer's probe finds whose part it is).
@@ -89,7 +90,10 @@ def find_fail_stop(codes: Sequence[int | None], ranks: Sequence[RankBeats]) -> S
 class StragglerDetector:
     """Fail-slow: fed each step that every rank has timed; flags a rank whose score against
     the median of the *other* ranks (the median of all would hide a slow rank in a small job)
-    stays under the threshold for `straggler_steps` consecutive scored steps.
+    and whose score against its own best time since scoring began both stay under the
+    threshold for `straggler_steps` consecutive scored steps. A rank slow from its first
+    scored step is therefore never flagged: its times alone cannot tell a slow part from a
+    rank that is always slower (another CPU model), and only the second is common.
 
     A step whose compute overlapped the rank's own checkpoint work (its beat says `ckpt`) is
     not scored for that rank: the rank keeps its earlier times and its count of slow steps,
@@ -140,12 +144,17 @@ class StragglerDetector:
             rel, ind = others / own, (self.best[r] or own) / own
             self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4),
                                    "others_median_s": round(others, 6)}
-            self.below[r] = self.below[r] + 1 if rel < cfg.straggler_threshold else 0
+            # Slow against the others AND against its own best: a rank that was always a
+            # bit slower (another CPU model, a busier host) is as fast as it ever was, and
+            # is no fault; a part that degrades is slower than both.
+            slow = rel < cfg.straggler_threshold and ind < cfg.straggler_threshold
+            self.below[r] = self.below[r] + 1 if slow else 0
             scored.append(r)
-        if not scored:
-            return None
-        worst = min(scored, key=lambda r: self.last_scores[r]["relative"])
-        if self.below[worst] >= cfg.straggler_steps:
+        # The worst of the ranks that are slow enough for long enough: the worst by score
+        # alone may be a rank that is always slower and never counted.
+        flagged = [r for r in scored if self.below[r] >= cfg.straggler_steps]
+        if flagged:
+            worst = min(flagged, key=lambda r: self.last_scores[r]["relative"])
             return Suspect(rank=worst, kind=Symptom.STRAGGLER, evidence={
                 "step": step, "consecutive": self.below[worst],
                 "threshold": cfg.straggler_threshold, **self.last_scores[worst],

@@ -226,14 +226,19 @@ class Supervisor:
         # one, all ranks suspected alike leave nothing to exclude.
         coll = CollectiveDetector(self.state.gpus, cfg.detect, best=self.best_collective) \
             if self.setup.localizer is not None else None
+        said = False  # a straggler left to finish the job is said once
+        flagged: dict[int, int] = {}  # rank -> step of its unconfirmed straggler flag
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
-            if all(c == 0 for c in codes):
-                return Outcome(finished=True, ranks=reader.poll())
             for r, c in enumerate(codes):
                 if c == 0:  # finished its part: silence from it now is no hang
                     ranks[r].done = True
+            # Completion wins: once every rank has done its last step (its `done` beat, or
+            # exit 0) the job's work is complete, and what the detectors would make of the
+            # last steps' times, or of a rank still tearing down, cannot undo it.
+            if all(rb.done for rb in ranks):
+                return self._finished(reader)
             if self.pending is not None and all(r.first_step_at for r in ranks):
                 self._finish_pending(ranks)
             now = time.time()
@@ -242,9 +247,61 @@ class Supervisor:
                                     stopped=lambda r: self.procs[r].stopped())
                        or slow.feed(ranks) or (coll.feed(ranks) if coll else None))
             self.best_collective = coll.best if coll else None
+            if suspect is not None and suspect.kind is Symptom.STRAGGLER \
+                    and self._left_to_finish(suspect, said):
+                said, suspect = True, None
+            if suspect is not None and suspect.kind is Symptom.STRAGGLER \
+                    and not self._confirmed(suspect, flagged):
+                suspect = None
             if suspect is not None:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             time.sleep(cfg.poll_s)
+
+    def _finished(self, reader: BeatReader) -> Outcome:
+        """Every rank has done its work: its process gets the stop timeout to exit (a
+        process group's teardown, its result being written), then is stopped."""
+        deadline = time.time() + self.cfg.stop_timeout_s
+        while any(p.poll() is None for p in self.procs) and time.time() < deadline:
+            time.sleep(self.cfg.poll_s)
+        left = stop_all(self.procs, self.cfg.stop_timeout_s)
+        if left:
+            self._fail(f"ranks {left} did not stop after SIGKILL within "
+                       f"{self.cfg.stop_timeout_s}s")
+        return Outcome(finished=True, ranks=reader.poll())
+
+    def _confirmed(self, sus: Suspect, flagged: dict[int, int]) -> bool:
+        """Whether a straggler is evidence enough to act on. A runner with a probe checks the
+        suspect's parts before anything is excluded; without one (local), the exclusion
+        spends a spare on the scores alone, so the rank must be flagged again a window of
+        `straggler_steps` steps after its first flag (still slow, or slow again after one
+        noisy step reset its count): a transient slowdown (other work on the host's cores)
+        passes within one window, a slow part does not. A first flag older than three
+        windows is forgotten (the rank recovered), and this one starts the wait again."""
+        if self.setup.localizer is not None or sus.candidates:
+            return True
+        step, k = int(sus.evidence.get("step", 0)), self.cfg.detect.straggler_steps
+        first = flagged.setdefault(sus.rank, step)
+        if step - first > 3 * k:
+            flagged[sus.rank] = first = step
+        return step - first >= k
+
+    def _left_to_finish(self, sus: Suspect, said: bool) -> bool:
+        """Whether a straggler flagged this near the job's end (`steps`, when known) is left
+        to finish it: a restart resumes from a checkpoint up to `ckpt_every` steps back,
+        so it redoes those and every step left, after a process start and a restore; under
+        two checkpoint intervals from the end, finishing on the slow rank costs less. Said
+        to the operator; a rank that then stops is still caught (crash, hang), and a job
+        that runs past `steps` (a command that counts its own) is acted on as before."""
+        step, end = int(sus.evidence.get("step", 0)), self.cfg.steps
+        if end is None or not 0 <= end - step < 2 * self.cfg.ckpt_every:
+            return False
+        if said:
+            return True
+        who = f"rank {sus.rank}" if not sus.candidates else "the job's collective"
+        self.note(f"job {self.state.job}: {who} slow at step {step} of {end} "
+                  f"(score {sus.evidence.get('relative', sus.evidence.get('individual'))}); "
+                  "left to finish: a restart would redo more steps than are left")
+        return True
 
     # --- after a fault ------------------------------------------------------------------------
     def _recover(self, out: Outcome) -> None:

@@ -44,8 +44,9 @@ from rackscale.recovery.warm import wait_for_rank
 
 class DemoSettings(BaseModel):
     """The demo's model and data. `slow_slot`/`slow_factor` inject a fail-slow fault for drills:
-    the rank on that slot does `slow_factor` times its compute work per step (extra work
-    burnt on the CPU, as a throttled GPU takes longer for the same step). `timing` is what a
+    the rank on that slot does `slow_factor` times its compute work per step from step
+    `slow_from` on (extra work burnt on the CPU, as a throttled GPU takes longer for the
+    same step). `timing` is what a
     rank reports as its compute time: `cpu` (its own CPU time: on a host shared with other
     work, wall time would count the time other processes held the CPU) or `wall`."""
 
@@ -61,6 +62,9 @@ class DemoSettings(BaseModel):
     pace_s: float = Field(default=0.0, ge=0)  # idle time per step (a longer step, for drills)
     slow_slot: str | None = None
     slow_factor: float = Field(default=1.0, ge=1.0)
+    # The first slow step: a part that degrades mid-run (a rank slow from its first step is
+    # as fast as its own best, and the detector does not flag it).
+    slow_from: int = Field(default=1, ge=1)
     timing: Literal["cpu", "wall"] = "cpu"
     # Drill: the rank on `crash_slot` kills itself (SIGKILL) when it reaches `crash_step`:
     # once (a transient fault), or every time it runs there (`crash_persistent`: a bad node).
@@ -247,7 +251,7 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         optim.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
-        if slow > 1.0:
+        if slow > 1.0 and step >= s.slow_from:
             _burn(x, clock, c0 + slow * (clock() - c0))
         if s.crash_slot == env.slot and step == s.crash_step:
             _crash(s, env)
