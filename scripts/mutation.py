@@ -88,10 +88,6 @@ MODULES: dict[str, list[str]] = {
 # not as scored; one whose score is current again must leave this list (the test says so).
 # TESTING.md's table lists them as pending with their last score as history.
 RESCORE_PENDING: dict[str, str] = {
-    "certify/verdict.py": "scored 2026-12-01 with the narrower operator set, before records",
-    "lifecycle/interlocks.py": "scored 2026-12-01 with the narrower operator set, before "
-                               "records",
-    "lifecycle/states.py": "scored 2026-12-01 with the narrower operator set, before records",
     "report/ledger.py": "scored 2026-12-01; the per-rack job shape and the serving rule "
                         "changed it since",
     "checkpoint/manifest.py": "scored 2026-12-01; job-scoped manifests (version 3) since",
@@ -227,6 +223,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("checkpoint/restore.py", "NumberReplacer",
                r"for n in range\(1, max\( ?1", "a repair upload with an extra empty last part "
                "writes the same bytes", number_offset=+1),
+    Equivalent("lifecycle/interlocks.py", "ReplaceComparisonOperator_NotEq_Gt",
+               r"or due !=",
+               "a list that is not sorted compares greater than its sorted copy (at the first "
+               "place they differ the sorted one holds the smaller value), so > is !="),
     Equivalent("recovery/localize.py", "NumberReplacer", r"nbytes: int = 512( << 10)?",
                "the pair probe's message size: each pair is judged against the reference's "
                "pair of the same size, so any size the probe accepts gives the same decision"),

@@ -93,6 +93,7 @@ def test_fault_policy_period_must_be_positive(period):
 
 def test_flow_ok_allows_power_exactly_at_the_need_and_the_inlet_limit():
     assert flow_ok(cdu(flow=100.0, inlet=45.0), 100.0, 45.0) is None
+    assert flow_ok(cdu(flow=150.0, inlet=20.0), 100.0, 45.0) is None  # cooler is fine
 
 
 def test_flow_ok_names_each_reason_power_is_refused():

@@ -52,11 +52,13 @@ def test_a_job_whose_ranks_all_wrote_done_is_finished_despite_a_late_straggler_f
 
 @pytest.mark.slow
 def test_a_straggler_flagged_in_the_last_steps_is_left_to_finish(tmp_path: Path) -> None:
-    """A real 30-step job (checkpoints every 5); rank 1 computes 1.5x from step 21: flagged
-    a few steps before the end. Finishing on it costs less than a restart (which would redo
-    every step past the checkpoint): the job ends in its first attempt, nothing excluded."""
+    """A real 30-step job (checkpoints every 5); rank 1 computes 3x from step 21: flagged
+    a few steps before the end (3x, not 1.5x: the flag needs five scored steps in a row,
+    and on a loaded host one noisy step at 1.5x resets the count past the end). Finishing
+    on it costs less than a restart (which would redo every step past the checkpoint): the
+    job ends in its first attempt, nothing excluded."""
     job = tmp_path / "job"
-    cmd = rig.trainer_cmd(job, "--slow-slot", "local/r01/c01/gpu1", "--slow-factor", "1.5",
+    cmd = rig.trainer_cmd(job, "--slow-slot", "local/r01/c01/gpu1", "--slow-factor", "3",
                           "--slow-from", "21")
     rc, out = rig.finish(rig.start(job, cmd, "--steps", str(rig.STEPS)), job)
     assert rc == 0, out
