@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from lab_rig import FLEET, cli
 
@@ -65,3 +67,40 @@ def test_ranks_sharing_this_host_are_capped_by_its_cores_for_both_runners() -> N
     assert host_rank_cap(loopback_placement(["a/r1/c1/gpu0"])) is None
     assert on_this_host({"NodeAddr": "127.0.0.1", "NodeHostName": "x"})
     assert not on_this_host({"NodeAddr": "10.1.2.3", "NodeHostName": "node17"})
+
+
+def test_a_lab_dir_that_is_not_an_up_lab_is_refused_not_certified_on_the_loopback(
+        tmp_path) -> None:
+    """A typo in --lab used to run the ladder on the loopback and exit 0: a faulted lab
+    certified clean. A --lab given must name an up lab (its recorded lab-state.json)."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    missing = tmp_path / "typo"
+    p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--runner", "local",
+            "--lab", str(missing), "--stages", "1", "--db", db, "--out", str(tmp_path / "o"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert str(missing) in p.stderr and f"rackscale lab up --lab {missing}" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "o" / "findings.jsonl").exists()
+    empty = tmp_path / "empty"  # a directory, but no lab recorded in it
+    empty.mkdir()
+    p = cli("certify", "run", "--fleet", FLEET, "--backend", "real", "--lab", str(empty),
+            "--stages", "1", "--db", db, "--out", str(tmp_path / "o"))
+    assert p.returncode == 2 and str(empty) in p.stderr and "lab up" in p.stderr
+
+
+def test_lab_commands_on_a_missing_lab_dir_say_which_dir(tmp_path) -> None:
+    missing = tmp_path / "typo"
+    f = tmp_path / "f.yaml"
+    f.write_text("faults: []\n")
+    p = cli("lab", "inject", str(f), "--lab", str(missing))
+    assert p.returncode == 2 and str(missing) in p.stderr
+    assert f"rackscale lab up --lab {missing}" in p.stderr
+    d = cli("lab", "down", "--lab", str(missing), "--json")  # harmless: nothing to remove
+    assert d.returncode == 0 and json.loads(d.stdout) == {"removed": []}
+    assert not missing.exists()
+
+
+def test_job_run_refuses_a_lab_dir_its_runner_does_not_use(tmp_path) -> None:
+    """--lab with --runner local would be ignored: the job would run off the lab, unsaid."""
+    p = cli("job", "run", "--runner", "local", "--lab", str(tmp_path / "typo"), "--gpus", "1",
+            "--job-dir", str(tmp_path / "job"), "--", "true")
+    assert p.returncode == 2 and "--runner lab" in p.stderr and "Traceback" not in p.stderr

@@ -170,8 +170,10 @@ def run(
     runner_name: str = typer.Option("local", "--runner", help="With --backend real: local "
                                     "(processes here, in the lab's namespaces when a lab of "
                                     "this fleet is up) or slurm."),
-    lab_dir: str = typer.Option("rackscale-data/lab", "--lab", metavar="DIR",
-                                help="The lab's state directory (a lab built by `lab up`)."),
+    lab_dir: str | None = typer.Option(None, "--lab", metavar="DIR", show_default=False,
+                                       help="The lab's state directory (a lab built by `lab "
+                                       "up`; it must be up). Default: the lab in "
+                                       "rackscale-data/lab when one is up, else the loopback."),
     size: int | None = typer.Option(None, "--size", help="All-reduce message size, bytes "
                                     "(default: 1 GiB on the twin, 4 MiB on real ranks)."),
     concurrency: int = typer.Option(3, "--concurrency", help="Groups tested at once (real)."),
@@ -189,6 +191,9 @@ def run(
     store = Store(db)  # opened before the run: a bad --db fails fast
     backend = Provenance.parse(backend_name)
     if backend is Provenance.TWIN:
+        if lab_dir is not None:  # the twin never reads a lab: the user meant --backend real
+            raise UserError(f"--lab {lab_dir} applies to --backend real (the twin models "
+                            "its faults from --faults)")
         config = LadderConfig(stages=_stages(stages), repeats=repeats, scope=scope,
                               message_bytes=size or 1 << 30)
         result = run_twin(topo, TwinRunRequest(config=config, seed=twin_seed, faults=faults),
@@ -201,7 +206,8 @@ def run(
                               message_bytes=size or 4 << 20,
                               thresholds=dict(SHARED_CPU_THRESHOLDS))
         from rackscale.cli.certify_real import real_runner
-        runner = real_runner(topo, runner_name, Path(lab_dir), concurrency=concurrency,
+        runner = real_runner(topo, runner_name, None if lab_dir is None else Path(lab_dir),
+                             concurrency=concurrency,
                              partition=partition)
         try:
             result = _run_real(topo, runner, config, show_progress=not as_json)

@@ -35,12 +35,18 @@ def lab_placement(topo: Topology, state_dir: Path) -> Placement | None:
                                  f"lab {plan.lab_id}: one network namespace per rank")
 
 
-def real_runner(topo: Topology, name: str, lab_state: Path, *, concurrency: int,
+def real_runner(topo: Topology, name: str, lab_state: Path | None, *, concurrency: int,
                 partition: str | None) -> Runner:
+    """The runner of `certify run --backend real`. `lab_state` is the --lab the user gave,
+    None when none was: then a lab up in the default directory is used when there is one, and
+    the loopback otherwise. A --lab given must be an up lab: a typo must not certify the
+    loopback in its place."""
     if name not in RUNNERS:
         raise UserError(f"unknown runner {name!r}; valid runners: {', '.join(RUNNERS)}")
     domain_of = topo.domain_of_gpus()
-    placement = lab_placement(topo, lab_state)
+    if lab_state is not None:
+        lab.require_up(lab_state, "certify run")
+    placement = lab_placement(topo, lab_state or lab.DEFAULT_STATE_DIR)
     if name == "slurm":
         from rackscale.certify import SlurmRunner
         return SlurmRunner.from_environment(topo, placement, domain_of,

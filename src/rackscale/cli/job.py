@@ -106,8 +106,9 @@ def run(
     runner: str = typer.Option("local", "--runner", help="Where ranks run: local (processes "
                                "on this host), lab (the lab's namespaces, see --lab) or "
                                "slurm (one srun step per rank)."),
-    lab_dir: Path = typer.Option(Path("rackscale-data/lab"), "--lab", metavar="DIR",
-                                 help="The lab's state directory (--runner lab)."),
+    lab_dir: Path | None = typer.Option(None, "--lab", metavar="DIR", show_default=False,
+                                        help="The lab's state directory (--runner lab; "
+                                        "default rackscale-data/lab)."),
     gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
@@ -176,26 +177,29 @@ def run(
         f"{', '.join(state.excluded) or 'none'}")
 
 
-def _site(runner: str, lab_dir: Path) -> Site | None:
+def _site(runner: str, lab_dir: Path | None) -> Site | None:
     """The GPUs a runner places ranks on when they are not this host's: the lab's."""
+    from rackscale.errors import UserError
     from rackscale.recovery import RUNNERS, Site
 
     if RUNNERS[runner].site != "--lab":
+        if lab_dir is not None:  # ignored, the job would run off the lab without a word
+            raise UserError(f"--lab {lab_dir} applies to --runner lab only; --runner "
+                            f"{runner} does not run in a lab. Fix: add --runner lab, or drop "
+                            "--lab")
         return None
     from rackscale import lab
     from rackscale.cli.certify_real import lab_placement
     from rackscale.cli.fleet import resolve_spec
-    from rackscale.errors import UserError
     from rackscale.fleet import Topology
 
-    st = lab.load_state(lab_dir)
-    if st is None:
-        raise UserError(f"--runner {runner}: no lab is recorded in {lab_dir}. Fix: "
-                        "`rackscale lab up` first, or give its directory with --lab DIR")
+    lab_dir = lab_dir or lab.DEFAULT_STATE_DIR
+    st = lab.require_up(lab_dir, f"--runner {runner}")
     topo = Topology.build(resolve_spec(st.data["fleet_file"], None))
     placement = lab_placement(topo, lab_dir)
     if placement is None:  # the state vanished between the two reads
-        raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; `rackscale lab up`")
+        raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; "
+                        f"`rackscale lab up --lab {lab_dir}`")
     return Site(topo=topo, placement=placement)
 
 

@@ -85,9 +85,7 @@ def inject(
     as_json: bool = JsonOption,
 ) -> None:
     """Apply faults for real (tc rate cuts, links down, CPU quotas, timers)."""
-    st = lab.load_state(Path(state_dir))
-    if st is None:
-        raise lab.LabError(f"no lab recorded in {state_dir}. Fix: `rackscale lab up` first")
+    st = lab.require_up(Path(state_dir), "lab inject")
     topo = Topology.build(resolve_spec(st.data["fleet_file"], None))
     ff = load_faults(faults, topo)
     present = lab.inject(Path(state_dir), list(ff.faults))

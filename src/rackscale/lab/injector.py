@@ -30,7 +30,7 @@ from rackscale.lab.build import (
     stop_process,
 )
 from rackscale.lab.plan import NV_IF, SO_IF, LabPlan
-from rackscale.lab.state import LabState
+from rackscale.lab.state import LabState, require_up
 
 NOT_REAL = {
     "sdc": "wrong GEMM results need a GPU that corrupts its arithmetic",
@@ -203,7 +203,4 @@ def clear(state_dir: Path) -> int:
 
 def _loaded(state_dir: Path) -> LabState:
     require_root()
-    st = LabState.load(state_dir)
-    if st is None or st.status != "up":
-        raise LabError(f"no lab is up in {state_dir}. Fix: `rackscale lab up` first")
-    return st
+    return require_up(state_dir, "lab")

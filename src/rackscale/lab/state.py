@@ -101,3 +101,22 @@ class LabState:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def require_up(state_dir: Path, who: str) -> LabState:
+    """The lab recorded in `state_dir`, which must be up. A directory the user named that holds
+    no lab is a mistake to stop on (a typo would otherwise run off the lab and certify a
+    faulted lab as clean), never a reason to fall back to something else."""
+    st = LabState.load(state_dir)
+    if st is None:
+        what = ("the directory does not exist" if not state_dir.exists() else
+                f"no {STATE_FILE} there")
+        raise LabStateError(f"{who}: no lab is recorded in {state_dir} ({what}). Fix: build "
+                            f"the lab with "
+                            f"`rackscale lab up --lab {state_dir}`, or give the directory "
+                            "of a lab that is up")
+    if st.status != "up":
+        raise LabStateError(f"{who}: the lab in {state_dir} is {st.status}, not up. Fix: "
+                            f"`rackscale lab down --lab {state_dir}`, then "
+                            f"`rackscale lab up --lab {state_dir}`")
+    return st

@@ -7,7 +7,8 @@ not once per repeat. It imports nothing of rackscale (it is run by path) and nev
 runner started it. Commands:
   {"op": "gemm", "n": 256, "min_s": 0.4}           -> {"seconds": per GEMM, "checksum_ok": b}
   {"op": "copy", "nbytes": N}                       -> {"seconds": per copy (CPU time)}
-  {"op": "allreduce", ...}                          -> {"seconds": median iteration, "result_ok"}
+  {"op": "allreduce", ...}                          -> {"seconds": median iteration (the
+                                                        worst when one stalled), "result_ok"}
   {"op": "cpu"}                                     -> {"cpu_quota": cores or null,
                                                         GPU ranks: "gpu": NVML reading}
   {"op": "env"}                                     -> {"backend", "pid", NCCL variables}
@@ -45,6 +46,29 @@ if __package__:
     from rackscale.certify.runners import fabric_env
 else:  # run by path (how runners start it): its sibling module, nothing else of rackscale
     import fabric_env  # type: ignore[no-redef, import-not-found]  # the sibling file, by path
+
+
+# An iteration stalled when it took STALL_X times the median and at least STALL_FLOOR_S:
+# a link that was down (TCP retransmits back off to seconds) holds its iteration for
+# seconds, while waiting for a core on a shared host costs a few scheduler slices.
+STALL_X = 4.0
+STALL_FLOOR_S = 1.0
+
+
+def repeat_seconds(times: list[float]) -> tuple[float, bool]:
+    """A repeat's figure from its iterations, and whether one of them stalled.
+
+    The median, so that one iteration waiting for a core on a shared host (longer than the
+    whole test should take) is not reported as a slow link; a fault that slows the link
+    slows every iteration and moves the median. But a link that flaps down for seconds
+    stalls only the iteration it catches, and the median hid it (a flapping dead NIC gave
+    no finding): a stalled iteration is reported as the repeat's figure, so the repeat
+    fails hard and the verdict sees the link fail in some repeats and not in others."""
+    med = sorted(times)[len(times) // 2]
+    worst = max(times)
+    if worst >= max(STALL_X * med, STALL_FLOOR_S):
+        return worst, True
+    return med, False
 
 
 def _cpu_quota() -> float | None:
@@ -215,22 +239,18 @@ class Agent:
         for _ in range(int(c["warmup"])):
             step()
         barrier.barrier().wait()
-        # Each iteration timed on its own and the median kept: on a shared host one
-        # iteration can wait for a core for longer than the whole test should take, and a
-        # mean would report that stall as a slow link. A fault of the link (or one that
-        # flaps on the scale of seconds) slows every iteration and moves the median.
         times = []
         for _ in range(int(c["iters"])):
             t0 = self._mark()
             step()
             times.append(self._elapsed(t0))
-        seconds = sorted(times)[len(times) // 2]
+        seconds, stalled = repeat_seconds(times)
         barrier.barrier().wait()
         expected = float(c["world"]) ** (int(c["warmup"]) + int(c["iters"]))
         ok = bool(torch.allclose(buf[:16].double().cpu(), torch.full(
             (16,), expected, dtype=torch.float64), rtol=1e-3))
         return {"seconds": seconds, "result_ok": ok, "dist": self.backend,
-                "iter_seconds": times}
+                "iter_seconds": times, "stalled": stalled}
 
     def _hierarchical(self, store: Any, c: dict[str, Any], buf: Any, timeout: timedelta,
                       ) -> tuple[Any, Any]:
