@@ -110,6 +110,9 @@ def test_incident_histograms_are_built_from_the_events(client_with_incidents: An
         == 1
     assert s[("rackscale_incidents_total", (("outcome", "resumed"), ("symptom", "fail_stop")))] \
         == 2
+    job = (("job_name", "train-1"),)
+    assert s[("rackscale_job_incidents_total", job)] == 3
+    assert s[("rackscale_job_last_incident_timestamp_seconds", job)] == 1.7e9 + 3
 
 
 def test_dashboard_lists_incidents(client_with_incidents: Any) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from rackscale.lifecycle import SERVING_RACK_STATES
 from rackscale.server.ops import CheckpointSource, checkpoint_metrics, incident_metrics, incidents
 from rackscale.server.snapshot import Snapshot, SnapshotCache
 
@@ -51,6 +52,7 @@ class FleetCollector:
         for r in snap.racks:
             rack_usable.add_metric([r["id"], r["region"]], r["usable_gpus"])
         yield rack_usable
+        yield from rack_state_metrics(snap)
         cond = GaugeMetricFamily(
             "rackscale_rack_condition", "Each rack's conditions in the fleet state: 1 true, "
             "0 false (unknown ones are left out). Certified false on a serving rack means its "
@@ -78,6 +80,29 @@ class FleetCollector:
         yield from incident_metrics(incidents(self.cache.store, snap))
         if self.checkpoints.path is not None:
             yield from checkpoint_metrics(self.checkpoints.get())
+
+
+SERVING = frozenset(s.value for s in SERVING_RACK_STATES)
+
+
+def rack_state_metrics(snap: Snapshot) -> Iterator[Metric]:
+    """Each rack's lifecycle state as the fleet state has it at the snapshot's seq: one series
+    per rack (its current state, value 1; a move makes the old series stale), and whether it
+    serves jobs (the lifecycle room's serving states), so alert rules need not list them."""
+    state = GaugeMetricFamily(
+        "rackscale_rack_state", "Each rack's current lifecycle state in the fleet state "
+        "(always 1; the state is the label)", labels=["rack", "region", "state"])
+    serving = GaugeMetricFamily(
+        "rackscale_rack_serving", "1 while the rack is in a state that serves jobs "
+        f"({', '.join(sorted(SERVING))}), else 0", labels=["rack", "region"])
+    for r in snap.racks:
+        st = snap.rack_states.get(r["id"])
+        if st is None:
+            continue  # the fleet state does not know the rack (another fleet's snapshot)
+        state.add_metric([r["id"], r["region"], st], 1.0)
+        serving.add_metric([r["id"], r["region"]], 1.0 if st in SERVING else 0.0)
+    yield state
+    yield serving
 
 
 class Metrics:

@@ -65,6 +65,7 @@ def incident_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     for k, n in sorted(by.items()):
         total.add_metric(list(k), n)
     yield total
+    yield from job_metrics(rows)
     symptoms = sorted({str(r.get("symptom")) for r in rows})
     for field, part in INCIDENT_PHASES.items():
         name = f"rackscale_incident_{part}_seconds"
@@ -76,6 +77,31 @@ def incident_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
             if values:
                 _histogram(values, [sym], fam)
         yield fam
+
+
+def job_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
+    """Per supervised job: its incidents and when the newest was detected, for "a job in
+    repeated recovery". The label is `job_name`: `job` is the scrape job's in Prometheus.
+    Jobs are far fewer than racks; one with no incident has no series."""
+    total = CounterMetricFamily("rackscale_job_incidents", "Recovery incidents per supervised "
+                                "job", labels=["job_name"])
+    last = GaugeMetricFamily("rackscale_job_last_incident_timestamp_seconds",
+                             "When the job's newest incident was detected (Unix time, "
+                             "measured on the supervisor's host)", labels=["job_name"])
+    count: dict[str, int] = {}
+    newest: dict[str, float] = {}
+    for r in rows:
+        job = str(r.get("job"))
+        count[job] = count.get(job, 0) + 1
+        at = r.get("detected_at")
+        if at is not None:
+            newest[job] = max(newest.get(job, float(at)), float(at))
+    for job in sorted(count):
+        total.add_metric([job], count[job])
+        if job in newest:
+            last.add_metric([job], newest[job])
+    yield total
+    yield last
 
 
 class CheckpointSource:

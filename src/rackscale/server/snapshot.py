@@ -32,7 +32,7 @@ from typing import Any
 from rackscale.fleet import Topology
 from rackscale.redact import redact
 from rackscale.report import Ledger
-from rackscale.server.build import BuildError, Parts, build_in_child, build_parts
+from rackscale.server.build import UNENROLLED, BuildError, Parts, build_in_child, build_parts
 from rackscale.state import FleetState, Status
 from rackscale.store import Store, loaded_spec
 
@@ -74,6 +74,8 @@ class Snapshot:
     # The fleet state's conditions at `seq` (rackscale.state): per rack its own, per tray or
     # node only those that are not true (a fleet's trays are tens of thousands).
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Each rack's lifecycle state in the same fleet state at `seq` (UNENROLLED: none yet).
+    rack_states: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, parts: Parts) -> Snapshot:
@@ -204,30 +206,32 @@ class SnapshotCache:
                             "it in the server instead", redact(str(err)))
         with _quiet_build():
             snap = Snapshot.of(parts if parts is not None else build_parts(self.store, seq))
-            snap.conditions = self._conditions(snap)
+            self._fold_state(snap)
             if self._warm is not None:
                 self._warm(snap)
         return snap
 
-    def _conditions(self, snap: Snapshot) -> dict[str, list[dict[str, Any]]]:
+    def _fold_state(self, snap: Snapshot) -> None:
         """The fleet state at the snapshot's seq, read on from the last one (a few events,
-        not the whole log, per new snapshot)."""
+        not the whole log, per new snapshot): its conditions and rack lifecycle states."""
         state = self._state
         if state is None or state.topo.spec.name != snap.fleet or state.seq > snap.seq:
             spec = loaded_spec(self.store)
             if spec is None or spec.name != snap.fleet:
-                return {}
+                return
             state = self._state = FleetState(Topology.build(spec))
         state.refresh(self.store, until_seq=snap.seq)
         out: dict[str, list[dict[str, Any]]] = {}
         topo = state.topo
+        snap.rack_states = {rack.id: state.state_of(rack.id) or UNENROLLED
+                            for rack in topo.racks}
         for rack in topo.racks:
             out[rack.id] = [c.as_dict() for c in state.conditions(rack.id)]
         for cid in state.parts_with_conditions():
             if cid not in out and any(c.status is not Status.TRUE
                                       for c in state.conditions(cid)):
                 out[cid] = [c.as_dict() for c in state.conditions(cid)]
-        return out
+        snap.conditions = out
 
     def _in_memory(self) -> bool:
         """An in-memory SQLite store cannot be opened by another process."""
