@@ -156,6 +156,9 @@ def test_checkpoints_api_and_rpo_gauges_match_checkpoint_ls(
     for tier, v in body["rpo_s"].items():
         assert s[("rackscale_checkpoint_rpo_seconds", (("tier", tier),))] == pytest.approx(v)
     assert s[("rackscale_checkpoints", ())] == 2
+    for tier, t in newest["states"].items():  # the newest checkpoint reached every tier
+        assert s[("rackscale_checkpoint_last_timestamp_seconds", (("tier", tier),))] == \
+            pytest.approx(t)
     page2 = client.get("/api/v1/checkpoints?offset=1&limit=1").json()
     assert [c["id"] for c in page2["items"]] == [body["items"][1]["id"]]
     html = client.get("/").text

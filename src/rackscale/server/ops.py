@@ -153,6 +153,19 @@ def rpo_by_tier(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def last_by_tier(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per tier state (staged included): when the newest checkpoint (highest step) that
+    reached it got there."""
+    out: dict[str, float] = {}
+    for tier in ["staged", *RPO_STATES]:
+        for c in rows:  # newest first
+            st = c.get("states") or {}
+            if tier in st:
+                out[tier] = float(st[tier])
+                break
+    return out
+
+
 def with_tier_rpo(row: dict[str, Any]) -> dict[str, Any]:
     st = row.get("states") or {}
     rpo = {t: float(st[t]) - float(st["staged"]) for t in RPO_STATES
@@ -166,6 +179,13 @@ def checkpoint_metrics(listing: dict[str, Any]) -> Iterator[Any]:
     for tier, s in rpo_by_tier(listing["checkpoints"]).items():
         g.add_metric([tier], s)
     yield g
+    at = GaugeMetricFamily(
+        "rackscale_checkpoint_last_timestamp_seconds", "When the newest checkpoint that "
+        "reached each tier state reached it (Unix time, measured): its age is the data a "
+        "loss would cost, even when uploads have stopped", labels=["tier"])
+    for tier, t in last_by_tier(listing["checkpoints"]).items():
+        at.add_metric([tier], t)
+    yield at
     yield GaugeMetricFamily("rackscale_checkpoints", "Committed checkpoints in the tiers",
                             value=len(listing["checkpoints"]))
 
