@@ -22,7 +22,9 @@ if [ "$mode" = test ]; then
   command -v munged >/dev/null 2>&1 || need+=(munge)
   command -v patch >/dev/null 2>&1 || need+=(patch)  # make mutation re-checks survivors
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
-  command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # scrapes `rackscale serve` in its test
+  # prometheus scrapes `rackscale serve` in its test; promtool (same package) checks and
+  # unit-tests deploy/prometheus/rackscale.rules.yml
+  { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
   # the lab: ip and tc for namespaces, veths, bridges and shaping; setpriv for the no-root test
   command -v tc >/dev/null 2>&1 || need+=(iproute2)
   command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
