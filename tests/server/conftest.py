@@ -6,13 +6,16 @@ simulated plant, the certification ladder on the twin, triage), not by hand-writ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from rackscale.fleet import Topology, seed_fleet
 from rackscale.store import Store
 
 from ..conftest import free_port
+from ..needs import require
 
 TOKEN = "s3rver-test-token-0123456789abcdef"
 START_TIMEOUT_S = 90.0
@@ -83,11 +87,12 @@ def request(url: str, *, data: bytes | None = None, headers: dict[str, str] | No
     return status, json.loads(raw) if "json" in ctype else raw.decode()
 
 
-def start_server(db: Path, tmp: Path, *, token: str | None = TOKEN) -> Server:
+def start_server(db: Path, tmp: Path, *, token: str | None = TOKEN,
+                 extra: list[str] | None = None) -> Server:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "RACKSCALE_SERVER_TOKEN"}
     args = [sys.executable, "-m", "rackscale", "serve", "--db", f"sqlite:///{db}",
-            "--port", str(port)]
+            "--port", str(port), *(extra or [])]
     if token is not None:
         tf = tmp / "token"
         tf.write_text(token + "\n")
@@ -129,6 +134,72 @@ def server(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     srv = start_server(copy_db(demo_db, tmp / "rackscale.db"), tmp)
     yield srv
     stop_server(srv)
+
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@dataclass
+class Prometheus:
+    """A real Prometheus server (Debian `prometheus`) scraping rackscale serve every second."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        return self.api("query", query=promql)["result"]
+
+    def api(self, path: str, **params: str) -> Any:
+        qs = urllib.parse.urlencode(params)
+        status, body = request(f"{self.url}/api/v1/{path}?{qs}")
+        assert status == 200 and body["status"] == "success", (promql_of(params), body)
+        return body["data"]
+
+    def wait_for(self, promql: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """The query's result once it is not empty (fails after `timeout_s`)."""
+        deadline, got = time.monotonic() + timeout_s, []
+        while time.monotonic() < deadline and not got:
+            assert self.proc.poll() is None, self.log.read_text()[-2000:]
+            with contextlib.suppress(OSError):  # not listening yet
+                got = self.query(promql)
+            if not got:
+                time.sleep(0.25)
+        assert got, f"no result for {promql} in {timeout_s:g} s"
+        return got
+
+
+def promql_of(params: dict[str, str]) -> str:
+    return params.get("query", params.get("match[]", ""))
+
+
+@contextlib.contextmanager
+def prometheus(targets: list[Server], tmp: Path,
+               rule_files: list[Path] | None = None) -> Iterator[Prometheus]:
+    """Prometheus scraping `targets` as the scrape job `rackscale` (the name the rules in
+    deploy/prometheus expect), evaluating `rule_files` every second."""
+    require(None if PROMETHEUS else "Debian prometheus is not installed")
+    assert PROMETHEUS is not None
+    (tmp / "prometheus.yml").write_text(json.dumps({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                   "evaluation_interval": "1s"},
+        "rule_files": [str(p) for p in rule_files or []],
+        "scrape_configs": [{"job_name": "rackscale", "static_configs": [
+            {"targets": [t.url.removeprefix("http://") for t in targets]}]}]}))
+    port = free_port()
+    log = tmp / "prom.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
+             f"--web.listen-address=127.0.0.1:{port}", f"--storage.tsdb.path={tmp / 'tsdb'}"],
+            stdout=subprocess.DEVNULL, stderr=fh)
+    prom = Prometheus(url=f"http://127.0.0.1:{port}", proc=proc, log=log)
+    try:
+        prom.wait_for('up{job="rackscale"} == 1')
+        yield prom
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 # Degraded racks of the seed demo (drain is legal from degraded); one per draining test.
