@@ -174,3 +174,27 @@ def test_the_rules_run_on_the_real_metrics(scraped: tuple[Server, Prometheus]) -
                         'alertstate="firing"}', timeout_s=20)
     assert [a["metric"]["job_name"] for a in job] == ["train-1"]
     assert not prom.query('ALERTS{alertname=~"RackscaleTarget.*"}')
+
+
+def test_the_dashboard_is_well_formed() -> None:
+    """What Grafana's import needs and a reader expects: unique panel ids, panels inside the
+    24-column grid that do not overlap, one data source input every query uses."""
+    dash = json.loads(DASHBOARD.read_text())
+    assert [i["name"] for i in dash["__inputs"]] == ["DS_PROMETHEUS"]
+    panels = [p for top in dash["panels"] for p in [top, *top.get("panels", [])]]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["w"] > 0 and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
+        if p["type"] == "row":
+            continue
+        assert p["title"] and p["description"], p
+        refs = [t["refId"] for t in p["targets"]]
+        assert refs and len(refs) == len(set(refs)), p["title"]
+        assert all(t["expr"].strip() for t in p["targets"]), p["title"]
