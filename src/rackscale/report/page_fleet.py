@@ -13,22 +13,9 @@ from html import escape
 from typing import Any
 
 from rackscale.report.html import table
+from rackscale.report.palette import state_class
 from rackscale.report.states import RACK_STATES
 
-# (background, text) per lifecycle state: Okabe-Ito based (tellable apart with the common
-# colour-vision deficiencies), text colour chosen for WCAG AA contrast on its background.
-STATE_STYLE: dict[str, tuple[str, str]] = {
-    "production": ("#009e73", "#000"), "certified": ("#8fd9c1", "#000"),
-    "burn_in": ("#56b4e9", "#000"), "firmware": ("#56b4e9", "#000"),
-    "powered": ("#9dd1f0", "#000"), "onboard": ("#d4ebf8", "#000"),
-    "seatrial": ("#9dd1f0", "#000"), "degraded": ("#f0e442", "#000"),
-    "draining": ("#f0e442", "#000"), "triage": ("#e69f00", "#000"),
-    "repair": ("#d55e00", "#000"), "maintenance": ("#6b6b6b", "#fff"),
-    "isolated": ("#cc79a7", "#000"), "rma": ("#882255", "#fff"), "retired": ("#333", "#fff"),
-    "received": ("#eeeeee", "#000"), "cabled": ("#dddddd", "#000"),
-    "cooling_verified": ("#c9e7b8", "#000"),
-}
-NO_STATE = ("#f4f4f4", "#000")
 ALL_CARDS_UP_TO = 64  # racks: a fleet this small shows every rack card
 CARDS_SHOWN = 120  # racks with full cards on a larger fleet (the worst ones)
 GROUPS_PER_REGION = 24  # rack groups a region is split into at most, in the overview
@@ -36,7 +23,6 @@ TOP_OFFENDERS = 5
 FINDINGS_SHOWN = 300
 
 FLEET_CSS = """
-.s-none{background:#f4f4f4;color:#000}
 .ov{display:flex;flex-wrap:wrap;gap:3px;margin:2px 0 6px}
 .ov a{display:block;min-width:46px;padding:2px 4px;border-radius:3px;font-size:11px;
 text-decoration:none;border:1px solid #555}
@@ -47,16 +33,6 @@ details.grp details.grp{margin-left:16px}
 .chips{display:flex;flex-wrap:wrap;gap:2px;margin:4px 0}
 .chip{font-size:10px;padding:0 3px;border-radius:2px}
 """
-
-
-def state_css() -> str:
-    """One class per state (`s-<state>`): a 1,778-rack map carries class names, not styles."""
-    return "".join(f".s-{k}{{background:{bg};color:{fg}}}"
-                   for k, (bg, fg) in STATE_STYLE.items())
-
-
-def state_class(state: str | None) -> str:
-    return f"s-{state}" if state in STATE_STYLE else "s-none"
 
 
 def _powered_rack(state: str | None) -> bool:
@@ -117,6 +93,16 @@ def rack_groups(doc: dict[str, Any]) -> dict[str, list[_Group]]:
                                  anchor=f"g-{region}-{i // size}", racks=part))
         out[region] = groups
     return out
+
+
+def fleet_groups(racks: list[dict[str, Any]], racks_per_leaf: int = 2
+                 ) -> dict[str, list[_Group]]:
+    """The fleet map's grouping for another page (the server's dashboard): per region its
+    rack groups worst first, each group's racks worst first (GPUs lost, then findings)."""
+    groups = rack_groups({"racks": racks, "fleet": {"racks_per_leaf": racks_per_leaf}})
+    return {region: [_Group(region=g.region, label=g.label, anchor=g.anchor,
+                            racks=sorted(g.racks, key=_badness)) for g in _worst_first(gs)]
+            for region, gs in groups.items()}
 
 
 def overview(groups: dict[str, list[_Group]]) -> str:
