@@ -74,6 +74,7 @@ class Snapshot:
     # The fleet state's conditions at `seq` (rackscale.state): per rack its own, per tray or
     # node only those that are not true (a fleet's trays are tens of thousands).
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    racks_per_leaf: int = 2  # the fleet spec's, for the dashboard's rack groups
 
     @classmethod
     def of(cls, parts: Parts) -> Snapshot:
@@ -221,6 +222,7 @@ class SnapshotCache:
         state.refresh(self.store, until_seq=snap.seq)
         out: dict[str, list[dict[str, Any]]] = {}
         topo = state.topo
+        snap.racks_per_leaf = topo.spec.network.racks_per_leaf
         for rack in topo.racks:
             out[rack.id] = [c.as_dict() for c in state.conditions(rack.id)]
         for cid in state.parts_with_conditions():
