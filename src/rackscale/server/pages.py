@@ -45,18 +45,28 @@ def _checkpoints(listing: dict[str, Any]) -> dict[str, Any]:
             "unreachable": sorted(listing["unreachable"].items())}
 
 
+def index_html(snap: Snapshot, *, recent: list[dict[str, Any]],
+               incident_rows: list[dict[str, Any]], checkpoints: dict[str, Any]) -> str:
+    """The fleet page of a snapshot (a pure function of its inputs: the scale test renders
+    it for a 1,778-rack ledger without a store)."""
+    steps = views.ledger(snap)
+    found = snap.derived("findings-view", views.findings)
+    return ENV.get_template("index.html").render(
+        rack_id=None, seq=snap.seq, stream_url=STREAM_URL, palette_css=_CSS,
+        title=f"rackscale: {snap.fleet}", gpus=snap.gpu_total(), racks=len(snap.racks),
+        map=views.fleet_map(snap), steps=steps, usable=steps[-1] if steps else {},
+        findings=found, finding_kinds=views.finding_kinds(found),
+        findings_open=views.FINDINGS_OPEN_UP_TO,
+        findings_total=len(snap.ledger.findings), findings_limit=views.FINDINGS_SHOWN,
+        recent=recent, incidents=incident_rows, ckpt=_checkpoints(checkpoints))
+
+
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, snap: Snapshot = Depends(snapshot)) -> HTMLResponse:
     store = request.app.state.store
-    steps = views.ledger(snap)
-    return render("index.html", request, snap, title=f"rackscale: {snap.fleet}",
-                  gpus=snap.gpu_total(), racks=len(snap.racks), map=views.fleet_map(snap),
-                  steps=steps, usable=steps[-1] if steps else {},
-                  findings=snap.derived("findings-view", views.findings),
-                  findings_total=len(snap.ledger.findings),
-                  findings_limit=views.FINDINGS_SHOWN,
-                  recent=views.recent_events(store, snap), incidents=incidents(store, snap),
-                  ckpt=_checkpoints(request.app.state.checkpoints.get()))
+    return HTMLResponse(index_html(snap, recent=views.recent_events(store, snap),
+                                   incident_rows=incidents(store, snap),
+                                   checkpoints=request.app.state.checkpoints.get()))
 
 
 def _under(cid: Any, rack_id: str) -> bool:

@@ -53,6 +53,8 @@ def change(store: Store, snap: Snapshot, after: int, rack: str | None,
     found = [f for f in snap.ledger.findings if int(f.get("seq") or 0) > after
              and (rack is None or f["component"] == rack
                   or f["component"].startswith(rack + "/"))]
+    if rack is None:
+        evs = [e for e in evs if views.fleet_event(e, snap)]
     return {"seq": snap.seq, "racks": racks,
             "events": [views.event(e.as_dict()) for e in reversed(evs)],
             "findings": [views.finding(f, snap.rack_index) for f in found],

@@ -65,26 +65,30 @@ def _badness(r: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def _worst(r: dict[str, Any]) -> bool:
-    return (r["gpus"] > r["usable_gpus"] or findings_of(r) > 0
-            or (r["state"] is not None and r["state"] not in SERVING))
+    """Worth a tile on a large fleet: GPUs lost, a finding, or not in production."""
+    return r["gpus"] > r["usable_gpus"] or findings_of(r) > 0 or r["state"] != "production"
 
 
 def fleet_map(snap: Snapshot) -> dict[str, Any]:
     """Regions, each with its rack groups worst first (the report's fleet map). A small fleet
-    shows every rack as a tile; a large one the TILES_SHOWN worst racks as tiles and the rest
-    as chips listed under their state's name."""
+    shows every rack as a tile; a large one shows per region its worst racks as tiles (its
+    share of TILES_SHOWN, by its racks: GPUs lost, findings, out of production), then every
+    rack as a chip in its group (folded), listed under its state's name."""
     racks = snap.racks
     small = len(racks) <= ALL_TILES_UP_TO
-    tiled = {r["id"] for r in sorted(racks, key=_badness)[:TILES_SHOWN]
-             if small or _worst(r)}
+    by_region = fleet_groups(racks, snap.racks_per_leaf)
+    tiled: set[str] = set()
+    for groups in by_region.values():  # each region its share of the tiles
+        rr = [r for g in groups for r in g.racks]
+        share = max(1, TILES_SHOWN * len(rr) // max(1, len(racks)))
+        tiled |= {r["id"] for r in sorted(rr, key=_badness)[:share] if small or _worst(r)}
     regions = []
-    for region, groups in fleet_groups(racks, snap.racks_per_leaf).items():
+    for region, groups in by_region.items():
         gs = []
         for g in groups:
             chips: dict[str, list[dict[str, Any]]] = {}
             for r in g.racks:
-                if r["id"] not in tiled:
-                    chips.setdefault(r["state"] or "no state", []).append(tile(r))
+                chips.setdefault(r["state"] or "no state", []).append(tile(r))
             lost = g.gpus - g.usable
             share = g.usable / g.gpus if g.gpus else 0.0
             gs.append({"label": g.label, "anchor": g.anchor, "gpus": g.gpus, "usable": g.usable,
@@ -92,15 +96,13 @@ def fleet_map(snap: Snapshot) -> dict[str, Any]:
                        "cls": state_class("production" if share == 1 else "degraded"
                                           if share >= 0.75 else "triage" if share > 0
                                           else "repair"),
-                       "tiles": [tile(r) for r in g.racks if r["id"] in tiled],
-                       "chips": sorted(chips.items(), key=lambda kv: -len(kv[1])),
-                       "open": small or lost > 0})
-        rr = [r for g in groups for r in g.racks]
+                       "chips": sorted(chips.items(), key=lambda kv: -len(kv[1]))})
+        rr = sorted((r for g in groups for r in g.racks), key=_badness)
         states = Counter(r["state"] or "no state" for r in rr)
         regions.append({"name": region, "gpus": sum(r["gpus"] for r in rr),
                         "usable": sum(r["usable_gpus"] for r in rr),
                         "states": states.most_common(), "groups": gs,
-                        "tiles": [tile(r) for r in sorted(rr, key=_badness)]})
+                        "tiles": [tile(r) for r in rr if r["id"] in tiled]})
     used = sorted({r["state"] for r in racks if r["state"]})
     return {"small": small, "regions": regions, "tiled": len(tiled),
             "legend": [(s, state_class(s), state_meaning(s)) for s in used]
@@ -147,6 +149,23 @@ def findings(snap: Snapshot, rows: list[dict[str, Any]] | None = None) -> list[d
     return [finding(f, snap.rack_index) for f in ordered]
 
 
+FINDINGS_OPEN_UP_TO = 20  # findings: more than this and the full table is folded
+TOP_OFFENDERS = 5
+
+
+def finding_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings by kind, most GPUs dropped first: how many, GPUs dropped, the worst few."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for f in rows:  # rows come worst first (findings())
+        by.setdefault(f["kind"], []).append(f)
+    out = [{"kind": k, "n": len(fs), "dropped": sum(f["dropped"] or 0 for f in fs),
+            "verdicts": ", ".join(f"{v} {n}" for v, n in
+                                  sorted(Counter(f["verdict"] for f in fs).items())),
+            "top": fs[:TOP_OFFENDERS], "more": max(0, len(fs) - TOP_OFFENDERS)}
+           for k, fs in by.items()]
+    return sorted(out, key=lambda g: (-g["dropped"], -g["n"], g["kind"]))
+
+
 def event(e: dict[str, Any]) -> dict[str, Any]:
     """One event of the live panel and the rack timeline, in words."""
     p = e.get("payload") or {}
@@ -172,12 +191,19 @@ def event(e: dict[str, Any]) -> dict[str, Any]:
             "actor": e.get("actor") or "", "reason": e.get("reason") or ""}
 
 
+def fleet_event(e: Any, snap: Snapshot) -> bool:
+    """Shown in the fleet page's live panel: everything of the live kinds but a tray's
+    transitions (a rack's bring-up moves 18 trays; the rack page lists those)."""
+    return e.kind != "lifecycle.transition" or e.component_id in snap.rack_index
+
+
 def recent_events(store: Any, snap: Snapshot) -> list[dict[str, Any]]:
-    """The newest events of the live kinds up to the snapshot (memoized per snapshot)."""
+    """The newest events of the fleet panel up to the snapshot (memoized per snapshot)."""
     def build(_s: Snapshot) -> list[dict[str, Any]]:
-        evs = store.events(kinds=LIVE_KINDS, newest_first=True, limit=RECENT_EVENTS,
-                           until_seq=snap.seq)
-        return [event(e.as_dict()) for e in evs]
+        evs = [e for e in store.events(kinds=LIVE_KINDS, newest_first=True,
+                                       limit=RECENT_EVENTS * 20, until_seq=snap.seq)
+               if fleet_event(e, snap)]
+        return [event(e.as_dict()) for e in evs[:RECENT_EVENTS]]
 
     return list(snap.derived("recent-events", build))
 

@@ -77,6 +77,10 @@ function apply(d){
  seq=d.seq;document.getElementById('seq').textContent=d.seq;
  document.dispatchEvent(new CustomEvent('rackscale:changed',{detail:d}));
 }
+// A group link opens its folded group.
+function openTarget(){const id=decodeURIComponent(location.hash.slice(1));
+ const t=id&&document.getElementById(id);if(t&&t.tagName==='DETAILS')t.open=true;}
+window.addEventListener('hashchange',openTarget);openTarget();
 if(!window.EventSource){status.textContent='live updates: not supported by this browser';return;}
 let url=body.dataset.stream+'?after='+seq;
 if(rackPage)url+='&rack='+encodeURIComponent(rackPage);
