@@ -76,6 +76,9 @@ async def stream(request: Request,
                                            "(default: now)."),
                  rack: str | None = Query(None, max_length=200,
                                           description="Only this rack's changes."),
+                 max_s: float = Query(STREAM_MAX_S, gt=0, le=STREAM_MAX_S,
+                                      description="End the stream after this many seconds "
+                                      "(a browser reconnects by itself)."),
                  last_event_id: str | None = Header(None, max_length=20)) -> StreamingResponse:
     if rack is not None:
         check_id(rack)
@@ -97,7 +100,7 @@ async def stream(request: Request,
             known.update(tiles if rack is None else {rack: tiles[rack]})
         yield f"retry: {RETRY_MS}\n\n"
         start = last = time.monotonic()
-        while time.monotonic() - start < STREAM_MAX_S:
+        while time.monotonic() - start < max_s:
             if await request.is_disconnected():
                 return
             snap = cache.peek() or snap
