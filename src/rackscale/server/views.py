@@ -90,11 +90,11 @@ def fleet_map(snap: Snapshot) -> dict[str, Any]:
             for r in g.racks:
                 chips.setdefault(r["state"] or "no state", []).append(tile(r))
             lost = g.gpus - g.usable
-            share = g.usable / g.gpus if g.gpus else 0.0
+            kept = g.usable / g.gpus if g.gpus else 0.0
             gs.append({"label": g.label, "anchor": g.anchor, "gpus": g.gpus, "usable": g.usable,
                        "lost": lost, "racks": len(g.racks),
-                       "cls": state_class("production" if share == 1 else "degraded"
-                                          if share >= 0.75 else "triage" if share > 0
+                       "cls": state_class("production" if kept == 1 else "degraded"
+                                          if kept >= 0.75 else "triage" if kept > 0
                                           else "repair"),
                        "chips": sorted(chips.items(), key=lambda kv: -len(kv[1]))})
         rr = sorted((r for g in groups for r in g.racks), key=_badness)
