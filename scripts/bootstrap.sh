@@ -37,6 +37,9 @@ if [ "$mode" = test ]; then
   fi
   # torch is pinned to 2.13.0 (the CPU wheel on this workplace's disk); see pyproject.toml.
   pip install -q -e '.[all]'
+  # the server's tests render the dashboard's Jinja2 templates (the server extra, in all)
+  .venv/bin/python -c 'import fastapi, jinja2, playwright' \
+    || { echo "the server extra did not install (fastapi, jinja2, playwright)" >&2; exit 1; }
 else
   pip install -q -e .
 fi

@@ -11,7 +11,7 @@ from playwright.sync_api import sync_playwright
 
 from rackscale.fleet import Topology
 from rackscale.report import build_report
-from rackscale.report.page_fleet import STATE_STYLE
+from rackscale.report.palette import STATE_STYLE
 from rackscale.store import Store
 
 from .events import SEED_FAULTS, certify, onboard, simulate, walk

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from rackscale.report import fmt
 from rackscale.report.page_events import coverage, lifecycle
-from rackscale.report.page_fleet import STATE_STYLE
-from rackscale.report.plots import BASIS_COLORS, LOSS_COLOR
+from rackscale.report.palette import BASIS_COLORS, LOSS_COLOR, STATE_STYLE
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12)
 

@@ -31,7 +31,7 @@ def test_the_dashboard_and_the_report_show_the_same_basis_text(demo_db: Path,
     for b in bases:
         text = basis_text(b)
         assert text == BASIS_TEXT[b]
-        assert f"<td>{text}</td>" in dashboard, b
+        assert f">{text}</span>" in dashboard, b
         assert f">{text}</span>" in report, b
         assert text in shown.output, b
     assert "NOT RUN" not in dashboard + report + shown.output

@@ -118,8 +118,9 @@ def test_incident_histograms_are_built_from_the_events(client_with_incidents: An
 def test_dashboard_lists_incidents(client_with_incidents: Any) -> None:
     client, made = client_with_incidents
     html = client.get("/").text
-    assert "<table id=incidents>" in html
-    assert html.count("<tr data-seq=") == 3
+    assert '<table id="incidents">' in html
+    assert html.count("<tr data-incident=") == 3
+    assert html.count('<li data-seq=') >= 3  # and in the live events
     assert made[1]["component"] in html and "no_spare" in html
     assert "no tiers config" in html  # started without --checkpoints
 
@@ -162,7 +163,7 @@ def test_checkpoints_api_and_rpo_gauges_match_checkpoint_ls(
     page2 = client.get("/api/v1/checkpoints?offset=1&limit=1").json()
     assert [c["id"] for c in page2["items"]] == [body["items"][1]["id"]]
     html = client.get("/").text
-    assert "<table id=checkpoints>" in html and html.count("<tr data-ckpt=") == 2
+    assert '<table id="checkpoints">' in html and html.count("<tr data-ckpt=") == 2
 
 
 def test_checkpoints_unconfigured_and_bad_config(demo_db: Path, tmp_path: Path) -> None:

@@ -15,8 +15,18 @@ from rackscale.report.document import (
     report_schema,
     validate_document,
 )
+from rackscale.report.evidence import EvidenceFacts, evidence_facts
 from rackscale.report.ledger import JobShape, JobShapeError, Ledger, Step, build_ledger
 from rackscale.report.page import render_html
+from rackscale.report.page_fleet import fleet_groups
+from rackscale.report.palette import (
+    BASIS_STYLE,
+    LOSS_COLOR,
+    STATE_STYLE,
+    basis_class,
+    palette_css,
+    state_class,
+)
 from rackscale.report.reasons import REASONS, describe
 from rackscale.report.redact import load_redaction_key, redact_bundle, write_redaction_key
 from rackscale.report.rules import FAULT_RULES, FaultRule, rule_for
@@ -27,13 +37,17 @@ from rackscale.report.storeview import ReportInputError, StoreView, collect
 from rackscale.report.verify import Verification, verify_bundle
 
 __all__ = [
+    "BASIS_STYLE",
     "DISCLOSURE_VERSION",
     "FAULT_RULES",
+    "LOSS_COLOR",
     "RACK_STATES",
     "REASONS",
     "SCHEMA_VERSION",
+    "STATE_STYLE",
     "TRAY_STATES",
     "BuiltReport",
+    "EvidenceFacts",
     "FaultRule",
     "JobShape",
     "JobShapeError",
@@ -45,6 +59,7 @@ __all__ = [
     "StorePointError",
     "StoreView",
     "Verification",
+    "basis_class",
     "build_document",
     "build_ledger",
     "build_report",
@@ -54,10 +69,13 @@ __all__ = [
     "diff_documents",
     "disclosure_schema",
     "document_at",
+    "evidence_facts",
+    "fleet_groups",
     "keygen",
     "ledger_now",
     "load_redaction_key",
     "load_valid_report",
+    "palette_css",
     "redact_bundle",
     "render_html",
     "report_document",
@@ -66,6 +84,7 @@ __all__ = [
     "rule_for",
     "sign_bundle",
     "stamp_page",
+    "state_class",
     "validate_disclosure",
     "validate_document",
     "verify_bundle",

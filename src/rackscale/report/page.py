@@ -20,8 +20,8 @@ from rackscale.report.page_fleet import (
     overview,
     rack_groups,
     rack_map,
-    state_css,
 )
+from rackscale.report.palette import basis_class, palette_css
 from rackscale.report.recovery import render_recovery
 from rackscale.report.simulation import read_simulation
 from rackscale.report.statement_page import statement_html
@@ -41,10 +41,7 @@ padding:5px 8px;text-align:left;vertical-align:top}th{background:#f1f3f5;font-we
 caption{text-align:left;font-weight:600;padding:4px 0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.headline td{background:#e7f5ff;font-weight:600}
-.basis{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;color:#000}
-.b-spec{background:#0072b2;color:#fff}.b-inventory{background:#56b4e9}
-.b-recorded{background:#cc79a7}.b-measured{background:#009e73}.b-simulated{background:#e69f00}
-.b-not_run{background:#ddd}
+.basis{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px}
 .notrun{color:#5c636a;font-style:italic}
 .warn{background:#fff3bf;border:1px solid #fcc419;border-radius:6px;padding:6px 10px;margin:6px 0}
 img.plot{max-width:100%;height:auto;display:block}
@@ -76,7 +73,7 @@ def _fmt(n: float) -> str:
 
 
 def _basis(b: str) -> str:
-    return f'<span class="basis b-{escape(b)}">{escape(basis_text(b))}</span>'
+    return f'<span class="basis {basis_class(b)}">{escape(basis_text(b))}</span>'
 
 
 def _ledger(doc: dict[str, Any]) -> str:
@@ -282,7 +279,7 @@ def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) ->
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rackscale usable capacity: {escape(fleet["fleet"])}</title>
-<style>{CSS}{FLEET_CSS}{state_css()}</style></head>
+<style>{CSS}{FLEET_CSS}{palette_css()}</style></head>
 <body><main>
 {_summary(doc)}
 {statement_html(doc, statement)}

@@ -9,26 +9,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 
 from rackscale.report.html import table
+from rackscale.report.palette import state_class
 from rackscale.report.states import RACK_STATES
+from rackscale.report.templates import macro
 
-# (background, text) per lifecycle state: Okabe-Ito based (tellable apart with the common
-# colour-vision deficiencies), text colour chosen for WCAG AA contrast on its background.
-STATE_STYLE: dict[str, tuple[str, str]] = {
-    "production": ("#009e73", "#000"), "certified": ("#8fd9c1", "#000"),
-    "burn_in": ("#56b4e9", "#000"), "firmware": ("#56b4e9", "#000"),
-    "powered": ("#9dd1f0", "#000"), "onboard": ("#d4ebf8", "#000"),
-    "seatrial": ("#9dd1f0", "#000"), "degraded": ("#f0e442", "#000"),
-    "draining": ("#f0e442", "#000"), "triage": ("#e69f00", "#000"),
-    "repair": ("#d55e00", "#000"), "maintenance": ("#6b6b6b", "#fff"),
-    "isolated": ("#cc79a7", "#000"), "rma": ("#882255", "#fff"), "retired": ("#333", "#fff"),
-    "received": ("#eeeeee", "#000"), "cabled": ("#dddddd", "#000"),
-    "cooling_verified": ("#c9e7b8", "#000"),
-}
-NO_STATE = ("#f4f4f4", "#000")
 ALL_CARDS_UP_TO = 64  # racks: a fleet this small shows every rack card
 CARDS_SHOWN = 120  # racks with full cards on a larger fleet (the worst ones)
 GROUPS_PER_REGION = 24  # rack groups a region is split into at most, in the overview
@@ -36,7 +23,6 @@ TOP_OFFENDERS = 5
 FINDINGS_SHOWN = 300
 
 FLEET_CSS = """
-.s-none{background:#f4f4f4;color:#000}
 .ov{display:flex;flex-wrap:wrap;gap:3px;margin:2px 0 6px}
 .ov a{display:block;min-width:46px;padding:2px 4px;border-radius:3px;font-size:11px;
 text-decoration:none;border:1px solid #555}
@@ -47,16 +33,6 @@ details.grp details.grp{margin-left:16px}
 .chips{display:flex;flex-wrap:wrap;gap:2px;margin:4px 0}
 .chip{font-size:10px;padding:0 3px;border-radius:2px}
 """
-
-
-def state_css() -> str:
-    """One class per state (`s-<state>`): a 1,778-rack map carries class names, not styles."""
-    return "".join(f".s-{k}{{background:{bg};color:{fg}}}"
-                   for k, (bg, fg) in STATE_STYLE.items())
-
-
-def state_class(state: str | None) -> str:
-    return f"s-{state}" if state in STATE_STYLE else "s-none"
 
 
 def _powered_rack(state: str | None) -> bool:
@@ -119,28 +95,35 @@ def rack_groups(doc: dict[str, Any]) -> dict[str, list[_Group]]:
     return out
 
 
+def fleet_groups(racks: list[dict[str, Any]], racks_per_leaf: int = 2
+                 ) -> dict[str, list[_Group]]:
+    """The fleet map's grouping for another page (the server's dashboard): per region its
+    rack groups worst first, each group's racks worst first (GPUs lost, then findings)."""
+    groups = rack_groups({"racks": racks, "fleet": {"racks_per_leaf": racks_per_leaf}})
+    return {region: [_Group(region=g.region, label=g.label, anchor=g.anchor,
+                            racks=sorted(g.racks, key=_badness)) for g in _worst_first(gs)]
+            for region, gs in groups.items()}
+
+
+def _overview_cls(g: _Group) -> str:
+    share = g.usable / g.gpus if g.gpus else 0.0
+    return "s-production" if share == 1 else ("s-degraded" if share >= 0.75 else
+                                               ("s-triage" if share > 0 else "s-repair"))
+
+
 def overview(groups: dict[str, list[_Group]]) -> str:
     """The first-screen map: per region one tile per rack group, worst first."""
-    rows = []
+    regions = []
     for region, gs in groups.items():
-        tiles = []
-        for g in _worst_first(gs):
-            share = g.usable / g.gpus if g.gpus else 0.0
-            cls = "s-production" if share == 1 else ("s-degraded" if share >= 0.75 else
-                                                      ("s-triage" if share > 0 else "s-repair"))
-            tiles.append(f'<a class="{cls}" href="#{escape(g.anchor)}" title="'
-                         f'{escape(g.region)} {escape(g.label)}: {g.usable:,} of {g.gpus:,} '
-                         f'GPUs certified">{len(g.racks)} racks<br>−{g.gpus - g.usable:,}</a>')
         usable, gpus = _totals(gs)
-        rows.append(f'<div><b>{escape(region)}</b> {usable:,} of {gpus:,} GPUs certified '
-                    f'<div class="ov">{"".join(tiles)}</div></div>')
-    return (f'<div id="map-overview">{"".join(rows)}<p class="sub">Tiles: a group of '
-            'neighbouring racks, worst first; the figure is GPUs lost before certification. '
-            'Green: none lost; yellow: under a quarter; orange: more; red: all. Each opens '
-            'its racks below.</p></div>')
+        regions.append({"name": region, "usable": usable, "gpus": gpus, "groups": [
+            {"anchor": g.anchor, "label": g.label, "usable": g.usable, "gpus": g.gpus,
+             "lost": g.gpus - g.usable, "racks": g.racks, "ov_cls": _overview_cls(g)}
+            for g in _worst_first(gs)]})
+    return macro("fleet_map.html", "overview", regions)
 
 
-def _tray(t: dict[str, Any], rack_state: str | None) -> str:
+def _tray(t: dict[str, Any], rack_state: str | None) -> dict[str, Any]:
     # A rack that is not powered (maintenance, isolated, ...) takes its trays with it: they
     # are drawn in the rack's state, whatever state the trays last had.
     state = rack_state if not _powered_rack(rack_state) else (t["state"] or rack_state)
@@ -154,39 +137,21 @@ def _tray(t: dict[str, Any], rack_state: str | None) -> str:
     tip = (f'{t["id"]}: {t["state"] or "(rack state)"}; healthy {t["healthy_gpus"]}/{t["gpus"]}'
            f', certified {t["usable_gpus"]}' + (f'; {", ".join(t["findings"])}'
                                                  if t["findings"] else ""))
-    return (f'<div class="{" ".join(cls)}" title="{escape(tip)}" data-tray="{escape(t["id"])}"'
-            f'>{escape(t["name"])} {t["healthy_gpus"]}/{t["gpus"]}</div>')
+    return t | {"cls": " ".join(cls), "tip": tip}
+
+
+def _card(r: dict[str, Any]) -> dict[str, Any]:
+    return r | {"cls": state_class(r["state"]),
+                "trays": [_tray(t, r["state"]) for t in r["trays"]]}
 
 
 def rack_card(r: dict[str, Any]) -> str:
-    state = r["state"]
-    trays = "".join(_tray(t, state) for t in r["trays"])
-    rf = "".join(f'<div class="rackfind">⚠ {escape(f)}</div>' for f in r["findings"])
-    return (f'<div class="rack" data-rack="{escape(r["id"])}" data-state="'
-            f'{escape(state or "")}"><h3>{escape(r["id"])} <span class="badge '
-            f'{state_class(state)}">{escape(state or "no state")}</span></h3><div class="sub" '
-            f'style="font-size:11px">healthy {r["healthy_gpus"]}/{r["gpus"]} · certified '
-            f'{r["usable_gpus"]} ({r["domains_certified"]}/{r["domains"]} domains)</div>'
-            f'<div class="trays">{trays}</div>{rf}</div>')
+    return macro("fleet_map.html", "card", _card(r))
 
 
-def _chip(r: dict[str, Any]) -> str:
-    name = r["id"].rsplit("/", 1)[-1]
-    return (f'<span class="chip {state_class(r["state"])}" title="{escape(r["id"])}: '
-            f'{escape(r["state"] or "no state")}, {r["usable_gpus"]}/{r["gpus"]} certified">'
-            f'{escape(name)}</span>')
-
-
-def _legend(doc: dict[str, Any]) -> str:
-    used = sorted({r["state"] for r in doc["racks"] if r["state"]}
-                  | {t["state"] for r in doc["racks"] for t in r["trays"] if t["state"]})
-    items = "".join(f'<span><i class="{state_class(s)}"></i>{escape(s)}</span>' for s in used)
-    return (f'<div class="legend">{items}<span><i class="s-none"></i>no lifecycle state</span>'
-            '<span><i style="border:3px solid #d55e00"></i>finding on the tray</span>'
-            '<span><i style="border:2px dashed #0072b2"></i>flagged (degraded, counted)'
-            '</span><span><i class="tray lost s-none"></i>GPUs not healthy (tray label: '
-            'healthy/total)</span><span>trays of a rack that is not powered (maintenance, '
-            'isolated) take the rack\'s state</span></div>')
+def _chip(r: dict[str, Any]) -> dict[str, Any]:
+    return {"id": r["id"], "name": r["id"].rsplit("/", 1)[-1], "state": r["state"],
+            "cls": state_class(r["state"]), "usable_gpus": r["usable_gpus"], "gpus": r["gpus"]}
 
 
 def rack_map(doc: dict[str, Any], groups: dict[str, list[_Group]]) -> str:
@@ -199,23 +164,21 @@ def rack_map(doc: dict[str, Any], groups: dict[str, list[_Group]]) -> str:
         parts = []
         for g in _worst_first(gs):
             ordered = sorted(g.racks, key=_badness)
-            cards = "".join(rack_card(r) for r in ordered if small or r["id"] in worst)
-            chips = "".join(_chip(r) for r in ordered if not small and r["id"] not in worst)
-            chips = f'<div class="chips">{chips}</div>' if chips else ""
             lost = g.gpus - g.usable
-            parts.append(
-                f'<details class="grp" id="{escape(g.anchor)}"{" open" if small or lost else ""}>'
-                f'<summary>{escape(g.label)}: {g.usable:,}/{g.gpus:,} certified, lost '
-                f'{lost:,}</summary><div class="racks">{cards}</div>{chips}</details>')
+            parts.append({"anchor": g.anchor, "label": g.label, "usable": g.usable,
+                          "gpus": g.gpus, "lost": lost, "open": bool(small or lost),
+                          "cards": [_card(r) for r in ordered if small or r["id"] in worst],
+                          "chips": [_chip(r) for r in ordered
+                                    if not small and r["id"] not in worst]})
         usable, gpus = _totals(gs)
         states = Counter(r["state"] or "no state" for g in gs for r in g.racks)
-        regions.append(
-            f'<details class="grp" open><summary>{escape(region)}: {usable:,}/{gpus:,} GPUs '
-            f'certified; racks {escape(", ".join(f"{k} {v}" for k, v in states.most_common()))}'
-            f'</summary>{"".join(parts)}</details>')
-    note = "" if small else (f'<p class="sub">Full cards for the {len(worst)} worst racks; '
-                             'every other rack is a chip (hover for its figures).</p>')
-    return f'{_legend(doc)}{note}<div id="rack-map">{"".join(regions)}</div>'
+        regions.append({"name": region, "usable": usable, "gpus": gpus, "groups": parts,
+                        "states": ", ".join(f"{k} {v}" for k, v in states.most_common())})
+    used = sorted({r["state"] for r in racks if r["state"]}
+                  | {t["state"] for r in racks for t in r["trays"] if t["state"]})
+    return macro("fleet_map.html", "rack_map", {
+        "legend": [(s, state_class(s)) for s in used], "small": small, "worst": len(worst),
+        "regions": regions})
 
 
 def _scope(component: str, doc_fleet: str) -> str:
@@ -244,13 +207,11 @@ def finding_groups(doc: dict[str, Any]) -> str:
         top = sorted(fs, key=lambda f: (-f["dropped_gpus"], -f["affected_gpus"],
                                         f["component"]))[:TOP_OFFENDERS]
         verdicts = Counter(str(f["verdict"]) for f in fs)
-        rows.append(
-            f'<tr><td>{escape(kind)}</td><td>{escape(scope)}</td><td class="num">{len(fs):,}'
-            f'</td><td>{escape(", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))}'
-            f'</td><td class="num">{sum(f["dropped_gpus"] for f in fs):,}</td><td>'
-            + ", ".join(f'<code>{escape(f["component"])}</code>' for f in top)
-            + (f" and {len(fs) - len(top):,} more" if len(fs) > len(top) else "")
-            + "</td></tr>")
+        rows.append({"kind": kind, "scope": scope, "n": len(fs),
+                     "verdicts": ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())),
+                     "dropped": sum(f["dropped_gpus"] for f in fs),
+                     "top": [f["component"] for f in top], "more": len(fs) - len(top)})
+    body = macro("fleet_map.html", "finding_group_rows", rows)
     return table("finding-groups", ("kind", "scope", "findings", "verdicts", "GPUs dropped",
-                                    "top offenders"), "".join(rows),
+                                    "top offenders"), body,
                  caption="Findings by kind and scope, most GPUs dropped first")

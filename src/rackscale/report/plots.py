@@ -15,11 +15,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-# Okabe-Ito colours: each basis tellable apart with the common colour-vision deficiencies
-# (and from the loss, which is also hatched).
-BASIS_COLORS = {"spec": "#0072b2", "inventory": "#56b4e9", "measured": "#009e73",
-                "simulated": "#e69f00", "recorded": "#cc79a7", "not_run": "#bbbbbb"}
-LOSS_COLOR = "#d55e00"
+# The basis colours and the loss colour are the palette's (shared with the dashboard); the
+# loss is also hatched.
+from rackscale.report.palette import BASIS_COLORS, LOSS_COLOR
+
 STEP_COLORS = ["#000000", "#0072b2", "#56b4e9", "#cc79a7", "#009e73", "#e69f00", "#d55e00"]
 
 

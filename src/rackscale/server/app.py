@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rackscale import __version__
-from rackscale.server import errors, jobs, ops, pages
+from rackscale.server import errors, jobs, ops, pages, stream
 from rackscale.server.api import raw_target, router, warm
 from rackscale.server.config import ServerConfig
 from rackscale.server.errors import error_response
@@ -109,6 +109,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(ops.router)
     app.include_router(jobs.router)
+    app.include_router(stream.router)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     app.add_middleware(HotReads, cache=cache)  # added last: the outermost, before the rest

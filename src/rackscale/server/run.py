@@ -22,7 +22,10 @@ def serve(config: ServerConfig) -> None:
     # Access logs name method and path only; the Authorization header is never logged.
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level="warning", access_log=False,
-                                           server_header=False))
+                                           server_header=False,
+                                           # open dashboards hold live streams: a stop
+                                           # closes them after this long, not never
+                                           timeout_graceful_shutdown=3))
     # uvicorn.Config has just set up its loggers; from here every log line, tracebacks of
     # unhandled errors included, is redacted (the token and the store's password by value).
     redact_logs(SERVER_LOGGERS, secrets=[config.token, *url_secrets(store.url)])

@@ -76,6 +76,7 @@ class Snapshot:
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Each rack's lifecycle state in the same fleet state at `seq` (UNENROLLED: none yet).
     rack_states: dict[str, str] = field(default_factory=dict)
+    racks_per_leaf: int = 2  # the fleet spec's, for the dashboard's rack groups
 
     @classmethod
     def of(cls, parts: Parts) -> Snapshot:
@@ -225,6 +226,7 @@ class SnapshotCache:
         topo = state.topo
         snap.rack_states = {rack.id: state.state_of(rack.id) or UNENROLLED
                             for rack in topo.racks}
+        snap.racks_per_leaf = topo.spec.network.racks_per_leaf
         for rack in topo.racks:
             out[rack.id] = [c.as_dict() for c in state.conditions(rack.id)]
         for cid in state.parts_with_conditions():
