@@ -28,6 +28,11 @@ def test_a_reader_gets_the_typed_payload_of_its_kind(sqlite_store: Store) -> Non
     assert isinstance(result, CertifyResultV1)
     assert (result.verdict, result.run_id, result.stages_passed) == ("pass", "c-1", [1, "tray"])
     assert ev.data is result and ev.parsed() is result  # parsed once
+    # events of one read with the same stored payload share its model
+    sqlite_store.append_event("f/r02", Kind.CERTIFY_RESULT, dict(ev.payload))
+    one, two = sqlite_store.events(kind=Kind.CERTIFY_RESULT)
+    assert one.read(CertifyResultV1) is two.read(CertifyResultV1)
+    assert one.payload is not two.payload  # each its own copy as stored
     assert ev.payload == {"run_id": "c-1", "backend": "twin", "verdict": "pass",
                           "stages_passed": [1, "tray"]}  # the copy as stored stays plain JSON
 

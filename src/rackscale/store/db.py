@@ -104,6 +104,14 @@ def default_db_url() -> str:
 P = TypeVar("P", bound=Payload)
 
 
+@dataclass(slots=True)
+class _Parsed:
+    """The model of one stored payload, parsed on first read; the events of one read whose
+    stored JSON is the same text share one (a run's passing results: 34k at 128k GPUs)."""
+
+    model: Payload | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One event of the log. Readers read its payload through its kind's model: `read(Model)`
@@ -119,7 +127,7 @@ class Event:
     reason: str
     # the payload as its model, parsed on first read (a report reads 34k results; most
     # commands read a few events of many they list)
-    _model: Payload | None = field(default=None, init=False, repr=False, compare=False)
+    _parsed: _Parsed | None = field(default=None, init=False, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": self.time.isoformat(), "component": self.component_id,
@@ -131,11 +139,13 @@ class Event:
         """The payload as its kind's model (store/events.py), of the version it was written
         with; UnknownEventKind for a kind no model is registered for, InvalidPayload if it
         does not fit (an event written before the contract checked it)."""
-        model = self._model
-        if model is None:
-            model = parse(self.kind, self.payload)
-            object.__setattr__(self, "_model", model)
-        return model
+        cell = self._parsed
+        if cell is None:
+            cell = _Parsed()
+            object.__setattr__(self, "_parsed", cell)
+        if cell.model is None:
+            cell.model = parse(self.kind, self.payload)
+        return cell.model
 
     def parsed(self) -> Payload:
         """The payload as its kind's model (the same as `data`)."""
@@ -197,8 +207,16 @@ def _decoded(rows: Sequence[Any], dialect: str) -> list[Event]:
     _known_kinds(rows)
     payloads = json.loads("[" + ",".join(r[4] or "null" for r in rows) + "]")
     sqlite = dialect == "sqlite"
-    return [Event(r[0], _sqlite_time(r[1]) if sqlite else r[1], r[2], r[3], p or {}, r[5],
-                  r[6]) for r, p in zip(rows, payloads, strict=True)]
+    events = [Event(r[0], _sqlite_time(r[1]) if sqlite else r[1], r[2], r[3], p or {}, r[5],
+                    r[6]) for r, p in zip(rows, payloads, strict=True)]
+    cells: dict[tuple[str, str], _Parsed] = {}
+    for r, ev in zip(rows, events, strict=True):
+        key = (r[3], r[4] or "")
+        cell = cells.get(key)
+        if cell is None:
+            cell = cells[key] = _Parsed()
+        object.__setattr__(ev, "_parsed", cell)
+    return events
 
 
 def _known_kinds(rows: Sequence[Any]) -> None:
