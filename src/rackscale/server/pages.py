@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse
 
-from rackscale.lifecycle import history
+from rackscale.lifecycle import history_events, moved
 from rackscale.provenance import basis_text
 from rackscale.server.api import check_id, snapshot
 from rackscale.server.errors import ApiError
@@ -177,11 +177,12 @@ def rack_page(request: Request, rack_id: str = Path(..., max_length=200),
         f"<td>{escape(t['name'])}</td><td>{escape(str(t['state']))}</td>"
         f"<td>{t['usable_gpus']}/{t['gpus']}</td>"
         f"<td>{escape(', '.join(t['findings']))}</td></tr>" for t in row["trays"])
-    hist = history(request.app.state.store, rack_id) if row["state"] is not None else []
+    hist = history_events(request.app.state.store, rack_id) if row["state"] is not None \
+        else []
     hrows = "".join(
-        f"<tr><td>{e['seq']}</td><td>{escape(e['time'][:19])}</td><td>{escape(e['kind'])}</td>"
-        f"<td>{escape(str(e['payload'].get('from')))} → {escape(str(e['payload'].get('to')))}"
-        f"</td><td>{escape(e['actor'])}</td><td>{escape(e['reason'])}</td></tr>"
+        f"<tr><td>{e.seq}</td><td>{escape(e.time.isoformat()[:19])}</td>"
+        f"<td>{escape(e.kind)}</td><td>{' → '.join(escape(str(s)) for s in moved(e))}"
+        f"</td><td>{escape(e.actor)}</td><td>{escape(e.reason)}</td></tr>"
         for e in hist[-100:])
     own = [f for f in snap.ledger.findings if f["component"].startswith(rack_id + "/")
            or f["component"] == rack_id]
