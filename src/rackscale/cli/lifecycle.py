@@ -8,7 +8,6 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import typer
 from rich.table import Table
@@ -124,7 +123,7 @@ def _cooling(store: Store, topo: Topology, plant: SimPlant, faults: str | None,
                           newest_first=True, limit=1)
     if not newest:
         return SimCoolingDriver(plant)
-    recorded = cast(TwinPlantV1, newest[0].parsed())
+    recorded = newest[0].read(TwinPlantV1)
     ff = faults_from([Fault.model_validate(f.model_dump(exclude_none=True))
                       for f in recorded.faults], topo)
     return TwinCoolingDriver(topo, ff, seed=recorded.seed)

@@ -160,7 +160,7 @@ def last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     repair = {st.value for st in states}
     for ev in store.events(component_id=row.component_id, kind=TRANSITION, newest_first=True,
                            session=s):
-        moved = cast(LifecycleTransitionV1, ev.parsed())
+        moved = ev.read(LifecycleTransitionV1)
         if moved.to in repair and moved.from_ is not None:
             return ev.seq
     return 0
