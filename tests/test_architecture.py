@@ -230,3 +230,40 @@ def test_no_noun_module_imports_the_demo() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "rackscale.cli.demo":
                 offenders.append(path.name)
     assert not offenders, offenders
+
+
+# Where an event's raw `payload` (the JSON object as stored) may be read outside the store:
+# only to copy an event out whole. Every other reader reads it through its kind's model
+# (`Event.read(Model)` / `Event.data`), so a renamed field or a new version is a type error or
+# an InvalidPayload, not a `.get` that quietly answers None.
+RAW_PAYLOAD_READERS = {
+    "report/document.py": "report.json carries the runs' events as stored",
+    "report/bundle.py": "the evidence bundle checks the copies it read back are plain JSON",
+    "cli/certify.py": "`certify findings --json` prints the run's event as stored",
+}
+
+
+def _raw_payload_reads(path: Path) -> list[int]:
+    """Lines of `path` that read an attribute `payload` (not a call `x.payload()`)."""
+    tree = ast.parse(path.read_text())
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr == "payload"
+            and isinstance(n.ctx, ast.Load) and id(n) not in called]
+
+
+def test_event_payloads_are_read_through_their_models() -> None:
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("store/") or rel in RAW_PAYLOAD_READERS:
+            continue
+        offenders += [f"{rel}:{line}" for line in _raw_payload_reads(path)]
+    assert not offenders, ("read these events through their payload model (ev.read(Model)): "
+                           f"{offenders}")
+
+
+def test_the_payload_rule_sees_a_dict_read_and_not_a_method_call(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("def f(ev, r):\n    r.payload()\n    return ev.payload.get('to')\n")
+    assert _raw_payload_reads(src) == [3]

@@ -197,7 +197,8 @@ def test_ledger_is_monotone_for_any_events(topo: Topology, data: st.DataObject) 
         seq += 1
         table = RACK_STATES if cid in racks else TRAY_STATES
         state = data.draw(st.sampled_from([*table, "bogus"]))
-        view.states[cid] = _event(seq, cid, "lifecycle.transition", {"to": state})
+        view.states[cid] = _event(seq, cid, "lifecycle.transition",
+                                  {"from": None, "to": state})
     if data.draw(st.booleans()):
         view.certify_run = _event(seq + 1, topo.spec.name, "certify.run",
                                   {"run_id": "r", "backend": "twin"})
@@ -205,7 +206,9 @@ def test_ledger_is_monotone_for_any_events(topo: Topology, data: st.DataObject) 
             kind = data.draw(st.sampled_from([*FAULT_RULES, "flapping", "unknown"]))
             verdict = data.draw(st.sampled_from(["fail", "warn"]))
             view.findings.append(_event(seq + 2, cid, "certify.finding",
-                                        {"component": cid, "kind": kind, "verdict": verdict}))
+                                        {"component": cid, "kind": kind, "verdict": verdict,
+                                         "stage": 1, "confidence": 0.9, "run_id": "r",
+                                         "backend": "twin"}))
         for cid in data.draw(st.lists(st.sampled_from(racks), max_size=7)):
             view.results.append(_event(seq + 3, cid, "certify.result", {
                 "run_id": "r", "verdict": data.draw(st.sampled_from(["pass", "fail"])),

@@ -135,9 +135,19 @@ def _check(w: World, lifecycle_ran: bool) -> None:
     rows = {r["id"]: (r["state"], r["usable_gpus"]) for r in ledger.racks}
     assert api == rows
     assert metrics == {k: float(v) for k, (_, v) in rows.items()}
+    by_id = {r["id"]: r for r in ledger.racks}
     for rack in w.topo.racks:
-        # the lifecycle's state is the one the report and the server show
-        assert rows[rack.id][0] == states[rack.id]
+        # the lifecycle's state is the one the report and the server show, and the fleet
+        # state's (the read model the lifecycle gates on)
+        assert rows[rack.id][0] == states[rack.id] == fresh.state_of(rack.id)
+        for tray in by_id[rack.id]["trays"]:
+            assert tray["state"] == fresh.state_of(tray["id"]), tray["id"]
+            # a GPU the report counts usable is one the fleet state lets serve: its rack
+            # serves and its newest certification passed (once the lifecycle has acted on it)
+            if lifecycle_ran and tray["usable_gpus"] > 0:
+                cert = fresh.certification(tray["id"])
+                assert states[rack.id] in SERVING, (tray["id"], states[rack.id])
+                assert cert is not None and cert.ok, (tray["id"], cert)
         # a rack that is not serving has no usable GPUs, in every view
         if states[rack.id] not in SERVING:
             assert rows[rack.id][1] == 0, (rack.id, states[rack.id])

@@ -70,14 +70,14 @@ def store_run(store: Store, *, fleet: str, run: dict[str, Any], findings: list[F
     on the twin, the plant it ran on, last: the state every later reader of the twin sees;
     a run's own events open its stretch of the log)."""
     run_id, backend = run["run_id"], run["backend"]
-    events = [NewEvent(component_id=fleet, kind="certify.run", payload=run, actor=actor,
+    events = [NewEvent(component_id=fleet, kind=Kind.CERTIFY_RUN, payload=run, actor=actor,
                        reason=f"certification run {run_id}")]
-    events += [NewEvent(component_id=f.component, kind="certify.finding",
+    events += [NewEvent(component_id=f.component, kind=Kind.CERTIFY_FINDING,
                         payload=f.as_dict() | {"run_id": run_id, "backend": backend,
                                                "verdict": f.verdict},
                         actor=actor, reason=f"{f.kind} found at stage {f.stage}")
                for f in findings]
-    events += [NewEvent(component_id=r.component, kind="certify.result",
+    events += [NewEvent(component_id=r.component, kind=Kind.CERTIFY_RESULT,
                         payload={"run_id": run_id, "backend": backend, "verdict": r.verdict,
                                  "stages_passed": r.stages_passed} | r.extra,
                         actor=actor, reason=f"certification run {run_id}")

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import typer
@@ -370,7 +370,7 @@ def findings(
 ) -> None:
     """Findings of a certification run, from the store."""
     store = Store(db, readonly=True)
-    runs = [(e, cast(CertifyRunV1, e.parsed()))
+    runs = [(e, e.read(CertifyRunV1))
             for e in store.events(kind=Kind.CERTIFY_RUN, newest_first=True)]
     if not runs:
         raise UserError(f"no certification run in {store.safe_url}; run `rackscale certify "
@@ -381,10 +381,11 @@ def findings(
         raise UserError(f"no run {run_id!r}; runs: "
                         f"{', '.join(r.run_id for _, r in runs[:10])}")
     ev, run = chosen
-    found = [cast(CertifyFindingV1, e.parsed())
+    found = [e.read(CertifyFindingV1)
              for e in store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id)]
     if as_json:
-        emit_json({"run": ev.payload, "findings": [f.dump() for f in found]})
+        emit_json({"run": ev.payload,  # the run as stored
+                    "findings": [f.dump() for f in found]})
         return
     table = Table(title=f"findings of run {run.run_id} ({_source(run.backend)}, "
                   f"{ev.time:%Y-%m-%d %H:%M} UTC)")

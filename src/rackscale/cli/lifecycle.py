@@ -8,7 +8,6 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import typer
 from rich.table import Table
@@ -42,8 +41,9 @@ from rackscale.lifecycle import (
     SimPowerDriver,
     TrayState,
     apply_findings,
+    change_of,
     counts,
-    history,
+    history_events,
     open_store,
     parse_state,
     promote_passing,
@@ -52,7 +52,14 @@ from rackscale.lifecycle import (
     trays_of,
 )
 from rackscale.lifecycle import drain as drain_component
-from rackscale.store import DEFAULT_DATA_DIR, Kind, Store, TwinPlantV1, loaded_spec
+from rackscale.store import (
+    DEFAULT_DATA_DIR,
+    Kind,
+    LifecycleTransitionV1,
+    Store,
+    TwinPlantV1,
+    loaded_spec,
+)
 
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
@@ -116,7 +123,7 @@ def _cooling(store: Store, topo: Topology, plant: SimPlant, faults: str | None,
                           newest_first=True, limit=1)
     if not newest:
         return SimCoolingDriver(plant)
-    recorded = cast(TwinPlantV1, newest[0].parsed())
+    recorded = newest[0].read(TwinPlantV1)
     ff = faults_from([Fault.model_validate(f.model_dump(exclude_none=True))
                       for f in recorded.faults], topo)
     return TwinCoolingDriver(topo, ff, seed=recorded.seed)
@@ -209,18 +216,15 @@ def history_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Every lifecycle event of ID: transitions, interlock actions, Slurm drains."""
-    events = history(Store(db, readonly=True), cid)
+    events = history_events(Store(db, readonly=True), cid)
     if as_json:
-        emit_json(events)
+        emit_json([e.as_dict() for e in events])
         return
     table = Table("seq", "time", "kind", "change", "actor", "reason")
     for e in events:
-        p = e["payload"]
-        change = (f"{p.get('from')} -> {p.get('to')}" if e["kind"] == "lifecycle.transition"
-                  else f"{p.get('rule', '')} {p.get('action', '')}".strip())
         # Actor and reason are operator text: a reason `[/]` is printed, not read as markup.
-        table.add_row(str(e["seq"]), e["time"][:19], plain(e["kind"]), plain(change),
-                      plain(e["actor"]), plain(e["reason"]))
+        table.add_row(str(e.seq), e.time.isoformat()[:19], plain(e.kind),
+                      plain(change_of(e)), plain(e.actor), plain(e.reason))
     console.print(table)
 
 
@@ -306,8 +310,8 @@ def _flow_before_power(store: Store, racks: list[str]) -> int:
     """Racks whose log shows cooling_verified before their first powered (the interlock)."""
     ok = 0
     for rid in racks:
-        tos = [e.payload["to"] for e in store.events(component_id=rid,
-                                                     kind="lifecycle.transition")]
+        tos = [e.read(LifecycleTransitionV1).to
+               for e in store.events(component_id=rid, kind=Kind.LIFECYCLE_TRANSITION)]
         if "powered" in tos and "cooling_verified" in tos[: tos.index("powered")]:
             ok += 1
     return ok
@@ -351,8 +355,8 @@ def step_onboarding(ctx: DemoContext) -> None:
 def step_triage(ctx: DemoContext) -> None:
     """Certification findings -> triage (rack escalation past 2 bad trays); passing parts ->
     production. Works, and says so, when certification has not run yet."""
-    findings = ctx.store.count_events("certify.finding")
-    results = len(ctx.store.events(kind="certify.result", limit=1))
+    findings = ctx.store.count_events(Kind.CERTIFY_FINDING)
+    results = len(ctx.store.events(kind=Kind.CERTIFY_RESULT, limit=1))
     cert = ctx.results.certify
     rep = apply_findings(ctx.store, ctx.topo)
     promote_passing(ctx.store, ctx.topo, report=rep)

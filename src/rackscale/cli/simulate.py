@@ -59,7 +59,6 @@ from rackscale.simulate import (
     SimConfig,
     SimResult,
     incidents_from_file,
-    incidents_from_store,
     make_config,
     measured_recovery,
     plan,
@@ -70,7 +69,7 @@ from rackscale.simulate import (
     write_csv,
     write_png,
 )
-from rackscale.store import DEFAULT_DATA_DIR, Store
+from rackscale.store import DEFAULT_DATA_DIR, Kind, RecoveryIncidentV1, Store
 
 app = noun("Simulated training jobs under failures: ETTR, goodput, policy sweeps.")
 
@@ -127,7 +126,9 @@ def _measured_recovery(path: Path | None, from_store: bool,
         return None
     store = Store(db, readonly=True)
     try:
-        return measured_recovery(incidents_from_store(store), f"store {store.safe_url}")
+        rows = [e.read(RecoveryIncidentV1).dump()
+                for e in store.events(kind=Kind.RECOVERY_INCIDENT)]
+        return measured_recovery(rows, f"store {store.safe_url}")
     finally:
         store.close()
 
@@ -171,7 +172,7 @@ def run_cmd(
         result = run(cfg, shape, progress=lambda f: bar.update(task, completed=f))
     result = label_storage(result, cfg).with_(recovery=used)
     if store is not None:
-        store.append_event(shape.name, "simulate.run", result.payload(),
+        store.append_event(shape.name, Kind.SIMULATE_RUN, result.payload(),
                            actor="cli", reason="rackscale simulate run")
     if as_json:
         emit_json(result.as_dict())
@@ -271,7 +272,7 @@ def sweep_cmd(
     write_csv(result, csv_path)
     write_png(result, png_path)
     if store is not None:
-        store.append_event(shape.name, "simulate.sweep", sweep_payload(
+        store.append_event(shape.name, Kind.SIMULATE_SWEEP, sweep_payload(
             result, fleet=shape.name, job_gpus=cfg.job_gpus, days=cfg.days, trials=cfg.trials,
             seed=cfg.seed), actor="cli", reason="rackscale simulate sweep")
     if as_json:
@@ -322,7 +323,7 @@ def step_simulate(ctx: DemoContext) -> None:
         console.print("no spare rack is left beside the job: every tray fault waits for its "
                       "repair (compare: `rackscale simulate sweep --job-gpus 432 "
                       "--param spare-domains --values 0,1`)")
-    ctx.store.append_event(fleet.name, "simulate.run", result.payload(), actor="demo",
+    ctx.store.append_event(fleet.name, Kind.SIMULATE_RUN, result.payload(), actor="demo",
                            reason="rackscale demo")
     ctx.results.simulate = SimulateStepResult(job_gpus=job, how=how, result=result)
 

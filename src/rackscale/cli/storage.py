@@ -46,7 +46,7 @@ from rackscale.simulate import (
     storage_figures,
     storage_whatif,
 )
-from rackscale.store import Store
+from rackscale.store import Kind, Store
 
 StorageOpt = typer.Option(None, "--storage", metavar="PROFILE", help="A measured storage "
                           "profile (`rackscale checkpoint profile`): blocking save cost and "
@@ -248,7 +248,7 @@ def run_whatif(o: dict[str, Any]) -> None:
         result = storage_whatif(base, shape, st, ivs, gpu_hour_price=o["gpu_hour_price"],
                                 progress=lambda d, t: bar.update(task, completed=d, total=t))
     if rec is not None:
-        rec.append_event(shape.name, "simulate.storage_whatif", json_safe(result), actor="cli",
+        rec.append_event(shape.name, Kind.SIMULATE_STORAGE_WHATIF, json_safe(result), actor="cli",
                          reason="rackscale simulate storage-whatif")
     if o["as_json"]:
         emit_json(result)

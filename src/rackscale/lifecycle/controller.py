@@ -55,7 +55,7 @@ from rackscale.lifecycle.states import (
     RACK as RACK_MACHINE,
 )
 from rackscale.state import FleetState
-from rackscale.store import Store
+from rackscale.store import LifecycleInterlockV1, Store
 
 R, T = RackState, TrayState
 _PATH_INDEX = {s.value: i for i, s in enumerate(ONBOARDING_PATH)}
@@ -402,7 +402,8 @@ class Controller(SafetyResponses):
         self._holds[rid] = rule
         last = self.store.events(component_id=rid, kind_prefix="lifecycle.", limit=1,
                                  newest_first=True)
-        if last and last[0].kind == INTERLOCK and last[0].payload.get("rule") == rule:
+        if last and last[0].kind == INTERLOCK and \
+                last[0].read(LifecycleInterlockV1).rule == rule:
             return
         self._interlock(r.tx(), rid, rule, "hold", why, r.ps,
                         flow_lpm=round(reading.flow_lpm, 1),

@@ -30,7 +30,11 @@ from rackscale.lifecycle.states import (
 from rackscale.state import FleetState
 from rackscale.store import (
     Base,
+    Event,
     Kind,
+    LifecycleInterlockV1,
+    LifecycleNotedV1,
+    LifecycleSlurmV1,
     LifecycleTransitionV1,
     NewEvent,
     Store,
@@ -156,7 +160,7 @@ def last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
     repair = {st.value for st in states}
     for ev in store.events(component_id=row.component_id, kind=TRANSITION, newest_first=True,
                            session=s):
-        moved = cast(LifecycleTransitionV1, ev.parsed())
+        moved = ev.read(LifecycleTransitionV1)
         if moved.to in repair and moved.from_ is not None:
             return ev.seq
     return 0
@@ -245,11 +249,37 @@ def set_goal(store: Store, ids: Iterable[str], goal: str | None) -> None:
             get_row(s, cid).goal = goal
 
 
-def history(store: Store, cid: str) -> list[dict[str, Any]]:
+def history_events(store: Store, cid: str) -> list[Event]:
+    """Every lifecycle event of `cid`, oldest first (UnknownLifecycleComponent if it has no
+    lifecycle)."""
     with store.session() as s:
         get_row(s, cid)
-    evs = store.events(component_id=cid, kind_prefix="lifecycle.")
-    return [e.as_dict() for e in evs]
+    return store.events(component_id=cid, kind_prefix="lifecycle.")
+
+
+def history(store: Store, cid: str) -> list[dict[str, Any]]:
+    """`history_events` as JSON objects (the API's and `history --json`'s rows)."""
+    return [e.as_dict() for e in history_events(store, cid)]
+
+
+def moved(ev: Event) -> tuple[str | None, str | None]:
+    """A lifecycle event's (from, to): a transition's states, (None, None) for the others."""
+    data = ev.data
+    if isinstance(data, LifecycleTransitionV1):
+        return data.from_, data.to
+    return None, None
+
+
+def change_of(ev: Event) -> str:
+    """A lifecycle event in a few words: a move's `from -> to`, an interlock's rule and
+    action, a Slurm drain's or a noted finding's action."""
+    data = ev.data
+    if isinstance(data, LifecycleTransitionV1):
+        return f"{data.from_} -> {data.to}"
+    rule = data.rule if isinstance(data, LifecycleInterlockV1) else ""
+    action = data.action if isinstance(
+        data, LifecycleInterlockV1 | LifecycleSlurmV1 | LifecycleNotedV1) else ""
+    return f"{rule} {action}".strip()
 
 
 def cursor(s: Session, name: str) -> int:

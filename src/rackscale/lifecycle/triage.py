@@ -21,7 +21,7 @@ Both are idempotent: a second run changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import select
 
@@ -89,7 +89,7 @@ def _note_findings(store: Store, topo: Topology, s: Any, start: int, actor: str,
     events = store.events(kind=Kind.CERTIFY_FINDING, after_seq=start, session=s)
     rep.findings = len(events)
     for ev in events:
-        p = cast(CertifyFindingV1, ev.parsed())
+        p = ev.read(CertifyFindingV1)
         cid = p.component or ev.component_id
         why = None
         if cid not in topo.index:

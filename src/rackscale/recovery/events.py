@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-from rackscale.incidents import RECOVERY_INCIDENT, incident_restart_cost_s
-from rackscale.store import RecoveryIncidentV1, RecoveryJobV1
+from rackscale.incidents import incident_restart_cost_s
+from rackscale.store import Kind, RecoveryIncidentV1, RecoveryJobV1
 
-INCIDENT = RECOVERY_INCIDENT
-JOB = RecoveryJobV1.KIND
-FINDING = "certify.finding"
+INCIDENT = Kind.RECOVERY_INCIDENT
+JOB = Kind.RECOVERY_JOB
+FINDING = Kind.CERTIFY_FINDING
 
 # The store's event contract owns both payloads (every reader parses them through it); the
 # recovery room writes them under these names.

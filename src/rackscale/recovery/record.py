@@ -20,7 +20,7 @@ from rackscale.recovery.events import (
     JobPayload,
 )
 from rackscale.recovery.state import JobState
-from rackscale.store import Store
+from rackscale.store import Kind, Store
 
 
 class NotInFleet(UserError):
@@ -47,7 +47,7 @@ class Recorder:
                  actor: str = "rackscale-job", *, fleet: Topology | None = None) -> None:
         self.job_dir, self.store, self.actor, self.fleet = job_dir, store, actor, fleet
 
-    def check_component(self, component: str, kind: str) -> None:
+    def check_component(self, component: str, kind: Kind) -> None:
         """Refuse an event on a part outside the store's fleet (the job's own id passes)."""
         if self.store is None or self.fleet is None or component in self.fleet.index:
             return
@@ -55,7 +55,7 @@ class Recorder:
             return
         raise not_in_fleet(component, self.fleet, self.store.safe_url)
 
-    def _append(self, component: str, kind: str, payload: dict[str, Any], reason: str) -> None:
+    def _append(self, component: str, kind: Kind, payload: dict[str, Any], reason: str) -> None:
         self.check_component(component, kind)
         line = {"time": time.time(), "component": component, "kind": kind,
                 "payload": payload}
@@ -92,7 +92,7 @@ def read_incidents(job_dir: Path | None = None, store: Store | None = None,
                    job: str | None = None) -> list[dict[str, Any]]:
     """Incidents from the store when given, else from the job directory's copy."""
     if store is not None:
-        rows = [e.payload | {"seq": e.seq, "time": e.time.isoformat()}
+        rows = [e.read(IncidentPayload).dump() | {"seq": e.seq, "time": e.time.isoformat()}
                 for e in store.events(kind=INCIDENT)]
     elif job_dir is not None and (job_dir / "incidents.jsonl").exists():
         lines = (job_dir / "incidents.jsonl").read_text(encoding="utf-8").splitlines()

@@ -53,7 +53,7 @@ MAX_DEPTH = 64
 # events_in builds Events positionally (the fast path at 100k+ events): the field order is
 # checked once here, so a change in the store's Event fails at import, not silently.
 _EVENT_FIELDS = ("seq", "time", "component_id", "kind", "payload", "actor", "reason")
-if tuple(f.name for f in dataclasses.fields(Event)) != _EVENT_FIELDS:
+if tuple(f.name for f in dataclasses.fields(Event) if f.init) != _EVENT_FIELDS:
     raise RuntimeError(f"rackscale.store.Event fields changed; report/bundle.py expects "
                        f"{_EVENT_FIELDS}")
 

@@ -21,6 +21,7 @@ from rackscale.report.shapes import job_shapes
 from rackscale.report.states import RACK_STATES, TRAY_STATES
 from rackscale.report.storage import storage_section
 from rackscale.report.storeview import StoreView
+from rackscale.store import CertifyResultV1, CertifyRunV1, LifecycleTransitionV1
 
 SCHEMA_VERSION = "rackscale.report/1"
 LIFECYCLE_EVENTS_SHOWN = 200  # the newest ones; counts cover all of them
@@ -36,20 +37,19 @@ def report_schema() -> dict[str, Any]:
 def _coverage(view: StoreView) -> dict[str, Any]:
     if view.certify_run is None:
         return {"status": "not_run", "stages": [], "rows": []}
-    stages: list[str] = [stage_name(x) for x in view.certify_run.payload.get("stages") or []]
+    stages: list[str] = [stage_name(x) for x in view.certify_run.read(CertifyRunV1).stages]
     rows = []
     topo = view.topo
     for ev in view.results:
-        p = ev.payload
-        passed = [stage_name(s) for s in p.get("stages_passed") or []]
+        p = ev.read(CertifyResultV1)
+        passed = [stage_name(s) for s in p.stages_passed]
         for s in passed:
             if s not in stages:
                 stages.append(s)
         kind = topo.kinds[topo.index[ev.component_id]] if ev.component_id in topo.index \
             else "unknown"
         rows.append({"component": ev.component_id, "kind": kind,
-                     "verdict": str(p.get("verdict", "unknown")), "stages_passed": passed,
-                     "backend": p.get("backend")})
+                     "verdict": p.verdict, "stages_passed": passed, "backend": p.backend})
     rows.sort(key=lambda r: (r["kind"] != "rack", r["component"]))
     return {"status": "ran", "stages": stages, "rows": rows,
             "verdicts": dict(Counter(r["verdict"] for r in rows))}
@@ -64,7 +64,7 @@ def _lifecycle(view: StoreView) -> dict[str, Any]:
     rack_states: Counter[str] = Counter()
     tray_states: Counter[str] = Counter()
     for cid, ev in view.states.items():
-        to = str(ev.payload.get("to"))
+        to = ev.read(LifecycleTransitionV1).to
         (rack_states if cid in rack_ids else tray_states)[to] += 1
     interlocks = [e.as_dict() for e in view.interlocks]
     return {"status": "ran", "events_total": sum(view.lifecycle_counts.values()),

@@ -21,10 +21,17 @@ from rackscale.provenance import Provenance
 from rackscale.report.rackrows import RackInputs, rack_rows
 from rackscale.report.reasons import Reason
 from rackscale.report.rules import effective_action, rule_for
-from rackscale.report.simulation import failure_goodput, read_simulation
+from rackscale.report.simulation import failure_goodput, simulation_of
 from rackscale.report.states import TRAY_OUT_OF_SERVICE, rack_powered, tray_powered
 from rackscale.report.storeview import StoreView
-from rackscale.store import InvalidPayload
+from rackscale.store import (
+    CertifyFindingV1,
+    CertifyResultV1,
+    CertifyRunV1,
+    Event,
+    InvalidPayload,
+    LifecycleTransitionV1,
+)
 
 Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_run"]
 
@@ -118,12 +125,20 @@ def _basis_of(backend: Any) -> Basis:
 
 def _lifecycle_backend(view: StoreView) -> Basis:
     # distinct raw values first: 34k states at 128k GPUs carry two or three
-    raw = {True if ev.payload.get("simulated") is True else
-           (ev.payload.get("backend") or ev.payload.get("driver_backend"))
-           for ev in view.states.values()}
+    raw = {_move_backend(ev.read(LifecycleTransitionV1)) for ev in view.states.values()}
     seen = {Provenance.TWIN if r is True else Provenance.parse(r) for r in raw}
     # One basis only when every state came from the same kind of hardware.
     return _basis_of(seen.pop()) if len(seen) == 1 else "recorded"
+
+
+def _move_backend(move: LifecycleTransitionV1) -> Any:
+    """The driver behind a move: `backend`, or (True: the twin) the `simulated: true` or
+    `driver_backend` key that controllers wrote before `backend` was a field (the model keeps
+    such keys as they were written)."""
+    extra = move.model_extra or {}
+    if extra.get("simulated") is True:
+        return True
+    return move.backend or extra.get("driver_backend")
 
 
 class _Mask:
@@ -277,34 +292,29 @@ class _LedgerBuild:
                         "no certify.run events: certification not run, count carried through",
                         lost, note="certification not run")
         else:
-            run_payload = run.payload
+            of_run = run.read(CertifyRunV1)
             for ev in view.findings:
-                self._apply_finding(ev.payload, ev.component_id, ev.seq, run_payload, lost)
+                self._apply_finding(ev, ev.read(CertifyFindingV1), lost)
             for tray, tray_state in self.tray_state.items():
                 if tray_state in TRAY_OUT_OF_SERVICE:
                     gpus = np.flatnonzero(topo.gpu_tray == tray)
                     lost[Reason.TRAY_STATE.of(tray_state)] += self.mask.drop(
                         gpus, Reason.TRAY_STATE.of(tray_state))
-            self.record("healthy", "healthy (certification)", Reason.CERTIFY_FINDINGS, _basis_of(
-                run_payload.get("backend")), f"certify.run {run_payload.get('run_id')} (event "
-                f"seq {run.seq}): {len(view.findings)} findings, {len(view.results)} results",
-                lost, provenance=_run_provenance(run_payload, run.seq))
+            self.record("healthy", "healthy (certification)", Reason.CERTIFY_FINDINGS,
+                        _basis_of(of_run.backend), f"certify.run {of_run.run_id} (event seq "
+                        f"{run.seq}): {len(view.findings)} findings, {len(view.results)} "
+                        "results", lost, provenance=_run_provenance(of_run, run.seq))
         self.healthy_alive = self.mask.alive.copy()
 
-    def _apply_finding(self, p: dict[str, Any], component_id: str, seq: int,
-                       run_payload: dict[str, Any], lost: Counter[str]) -> None:
+    def _apply_finding(self, ev: Event, p: CertifyFindingV1, lost: Counter[str]) -> None:
         """One finding: a row for the report, and the GPUs its ledger rule removes or flags."""
         topo = self.topo
-        cid = str(p.get("component") or component_id)
-        kind = str(p.get("kind", "unknown"))
-        eff_kind, rule = rule_for(kind, p)
-        action = effective_action(rule, p.get("verdict"))
-        stage = p.get("stage")
-        row: dict[str, Any] = {"component": cid, "kind": kind,
-               "stage": None if stage is None else stage_name(stage),
-               "verdict": p.get("verdict"), "confidence": p.get("confidence"),
-               "evidence": p.get("evidence") or {}, "action": action, "rule": rule.why,
-               "backend": p.get("backend", run_payload.get("backend")), "seq": seq,
+        cid = p.component or ev.component_id
+        eff_kind, rule = rule_for(p)
+        action = effective_action(rule, p.verdict)
+        row: dict[str, Any] = {"component": cid, "kind": p.kind, "stage": stage_name(p.stage),
+               "verdict": p.verdict, "confidence": p.confidence, "evidence": p.evidence,
+               "action": action, "rule": rule.why, "backend": p.backend, "seq": ev.seq,
                "affected_gpus": 0, "dropped_gpus": 0}
         self.findings.append(row)
         if cid == topo.spec.name:
@@ -348,7 +358,7 @@ class _LedgerBuild:
     def certified(self) -> None:
         topo, shape, run = self.topo, self.shape, self.run
         lost: Counter[str] = Counter()
-        results = {e.component_id: e.payload for e in self.view.results}
+        results = {e.component_id: e.read(CertifyResultV1) for e in self.view.results}
         for d, dom in enumerate(topo.domains):
             gpus = self.domain_gpus[d]
             if not self.domain_ok[d]:
@@ -375,7 +385,8 @@ class _LedgerBuild:
                     lost, provenance=prev.provenance,
                     note="certification not run" if run is None else "")
 
-    def _uncertified_because(self, gpus: np.ndarray, result: dict[str, Any] | None) -> str | None:
+    def _uncertified_because(self, gpus: np.ndarray,
+                             result: CertifyResultV1 | None) -> str | None:
         """The reason code a healthy domain is not certified for the job shape, or None."""
         shape = self.shape
         if gpus.size < shape.domain_gpus(int(gpus.size)):
@@ -384,15 +395,16 @@ class _LedgerBuild:
             return None
         if result is None:
             return Reason.NO_CERTIFY_RESULT
-        if result.get("verdict") != "pass":
-            return Reason.DOMAIN_VERDICT.of(result.get('verdict'))
-        passed = {stage_name(x) for x in result.get("stages_passed") or []}
+        if result.verdict != "pass":
+            return Reason.DOMAIN_VERDICT.of(result.verdict)
+        passed = {stage_name(x) for x in result.stages_passed}
         missing_stage = [s for s in shape.required_stages if s not in passed]
         return Reason.STAGE_NOT_PASSED.of(missing_stage[0]) if missing_stage else None
 
-def _run_provenance(p: dict[str, Any], seq: int) -> dict[str, Any]:
+def _run_provenance(run: CertifyRunV1, seq: int) -> dict[str, Any]:
+    # the fields the run's writer set (one it left out is not a provenance)
     keys = ("run_id", "backend", "seed", "faults_file", "stages", "campaign_s")
-    return {k: p.get(k) for k in keys if k in p} | {"event_seq": seq}
+    return {k: getattr(run, k) for k in keys if k in run.model_fields_set} | {"event_seq": seq}
 
 
 def _simulation_warnings(view: StoreView) -> list[str]:
@@ -406,7 +418,7 @@ def _simulation_warnings(view: StoreView) -> list[str]:
                    f"{other.component_id!r}, not of {fleet!r}: {used}")
     if sim is None:
         return out
-    run = read_simulation(sim.payload)
+    run = simulation_of(sim)
     if isinstance(run, InvalidPayload):
         return [*out, f"simulate.run seq {sim.seq} is not applied: {run}"]
     gpus = len(view.topo.gpu_ids)
@@ -441,7 +453,7 @@ def _goodput_step(view: StoreView, certified: int, shape: JobShape) -> Step:
                     reason=Reason.SIMULATE_NOT_RUN,
                     basis="not_run", note="simulation not run",
                     source="no simulate.run events: count carried through")
-    run = read_simulation(sim.payload)
+    run = simulation_of(sim)
     found = None if isinstance(run, InvalidPayload) else failure_goodput(run)
     if isinstance(run, InvalidPayload) or found is None:
         return Step(key="goodput", label=label, count=certified,

@@ -19,7 +19,9 @@ of the fault it flaps (`evidence.of` or `of`); a kind this table does not know i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from rackscale.store import CertifyFindingV1
 
 Action = Literal["remove", "domain", "degrade"]
 
@@ -49,11 +51,12 @@ FAULT_RULES: dict[str, FaultRule] = {
 UNKNOWN_RULE = FaultRule("remove", "fault kind unknown to the report: counted out to be safe")
 
 
-def rule_for(kind: str, payload: dict[str, Any]) -> tuple[str, FaultRule]:
-    """(effective kind, rule) of one finding payload, before the verdict downgrade."""
+def rule_for(finding: CertifyFindingV1) -> tuple[str, FaultRule]:
+    """(effective kind, rule) of one finding, before the verdict downgrade. A flapping
+    finding names the fault it flaps between in `of` (a key of its own or of its evidence)."""
+    kind = finding.kind
     if kind == "flapping":
-        evidence = payload.get("evidence") or {}
-        of = payload.get("of") or (evidence.get("of") if isinstance(evidence, dict) else None)
+        of = (finding.model_extra or {}).get("of") or finding.evidence.get("of")
         if isinstance(of, str) and of in FAULT_RULES:
             base = FAULT_RULES[of]
             return of, FaultRule(base.action, f"intermittent {of}: {base.why}")

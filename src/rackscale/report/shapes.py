@@ -18,9 +18,9 @@ import numpy as np
 
 from rackscale.fleet import RackTemplate
 from rackscale.report.ledger import Ledger, stage_name
-from rackscale.report.simulation import failure_goodput, read_simulation
+from rackscale.report.simulation import failure_goodput, simulation_of
 from rackscale.report.storeview import StoreView
-from rackscale.store import SimulateRunV1
+from rackscale.store import CertifyResultV1, SimulateRunV1
 
 Scope = Literal["domain", "trays"]
 
@@ -96,7 +96,7 @@ def _domains(view: StoreView, ledger: Ledger) -> list[_Domain]:
         if f["action"] == "domain" and f["component"] in topo.index:
             degraded |= set(np.unique(topo.gpu_domain[topo.affected_gpus(f["component"])])
                             .tolist())
-    results = {e.component_id: e.payload for e in view.results}
+    results = {e.component_id: e.read(CertifyResultV1) for e in view.results}
     ran = view.certify_run is not None
     required = ledger.shape.required_stages
     # each domain's trays in topology order (a tray lies in one domain)
@@ -115,17 +115,20 @@ def _domains(view: StoreView, ledger: Ledger) -> list[_Domain]:
         out.append(_Domain(
             template=rack.template, trays=tray_ids,
             healthy=[healthy_tray.get(t, False) for t in tray_ids],
-            tray_pass=[not ran or (results.get(t) or {}).get("verdict") == "pass"
-                       for t in tray_ids],
+            tray_pass=[not ran or _verdict(results.get(t)) == "pass" for t in tray_ids],
             degraded=d in degraded,
             result_ok=not ran or _passed(results.get(dom_id), required)))
     return out
 
 
-def _passed(result: dict[str, Any] | None, required: tuple[str, ...]) -> bool:
-    if result is None or result.get("verdict") != "pass":
+def _verdict(result: CertifyResultV1 | None) -> str | None:
+    return None if result is None else result.verdict
+
+
+def _passed(result: CertifyResultV1 | None, required: tuple[str, ...]) -> bool:
+    if result is None or result.verdict != "pass":
         return False
-    passed = {stage_name(x) for x in result.get("stages_passed") or []}
+    passed = {stage_name(x) for x in result.stages_passed}
     return all(s in passed for s in required)
 
 
@@ -145,7 +148,7 @@ def job_shapes(view: StoreView, ledger: Ledger) -> list[dict[str, Any]]:
     """One row per (template, shape): jobs, certified GPUs and expected goodput."""
     templates = {r.template.name: r.template for r in view.topo.racks}
     domains = _domains(view, ledger)
-    run = None if view.simulate_run is None else read_simulation(view.simulate_run.payload)
+    run = None if view.simulate_run is None else simulation_of(view.simulate_run)
     found = failure_goodput(run) if isinstance(run, SimulateRunV1) else None
     cert_basis = ledger.step("certified").basis
     headline_gpus = ledger.shape.gpus_per_domain

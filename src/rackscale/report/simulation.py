@@ -13,14 +13,22 @@ import math
 from collections.abc import Mapping
 from typing import Any, cast
 
-from rackscale.store import InvalidPayload, SimulateRunV1, parse
+from rackscale.store import Event, InvalidPayload, SimulateRunV1, parse
 
 KIND = "simulate.run"
 
 
+def simulation_of(ev: Event) -> SimulateRunV1 | InvalidPayload:
+    """A simulate.run event's payload as its model, or the contract's error (naming the
+    field) when it does not fit."""
+    try:
+        return ev.read(SimulateRunV1)
+    except InvalidPayload as err:
+        return err
+
+
 def read_simulation(payload: Mapping[str, Any]) -> SimulateRunV1 | InvalidPayload:
-    """The payload as its model, or the contract's error (naming the field) when it does
-    not fit."""
+    """A simulate.run payload as report.json carries it, as its model (as `simulation_of`)."""
     try:
         return cast(SimulateRunV1, parse(KIND, payload))
     except InvalidPayload as err:

@@ -10,18 +10,20 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-EVENT = "simulate.storage_whatif"
+from rackscale.store import Event, SimulateStorageWhatifV1
 
 
-def storage_section(ev: Any) -> dict[str, Any]:
+def storage_section(ev: Event | None) -> dict[str, Any]:
     """The section of report.json from the latest what-if event: `not_run`, or its figures
     with their labels."""
     if ev is None:
         return {"status": "not_run"}
-    p = ev.payload
+    w = ev.read(SimulateStorageWhatifV1)
+    # the what-if's own figures beyond the job's: the model keeps them as they were written
+    p = w.model_extra or {}
     ref = p.get("reference_interval_min")
     setups = {}
-    for name, s in (p.get("setups") or {}).items():
+    for name, s in w.setups.items():
         at: dict[str, Any] = next(
             (pt for pt in s.get("points", []) if pt.get("interval_min") == ref), {})
         setups[name] = {"optimal_interval_min": s.get("optimal_interval_min"),
@@ -29,11 +31,11 @@ def storage_section(ev: Any) -> dict[str, Any]:
                         "daly_min": s.get("daly_min"),
                         "lost_gpu_hours_at_reference": at.get("lost_gpu_hours"),
                         "lost_cost_at_reference": at.get("lost_cost")}
-    figures = p.get("storage") or {}
+    figures = w.storage or {}
     return {
         "status": "ran", "seq": ev.seq, "time": ev.time.isoformat(),
-        "job_gpus": p.get("job_gpus_allocated"), "days": p.get("days"),
-        "trials": p.get("trials"), "gpu_hour_price": p.get("gpu_hour_price"),
+        "job_gpus": p.get("job_gpus_allocated"), "days": w.days,
+        "trials": w.trials, "gpu_hour_price": p.get("gpu_hour_price"),
         "reference_interval_min": ref, "buys_per_month": p.get("buys_per_month") or {},
         "setups": setups,
         "measured": {"basis": figures.get("basis"),

@@ -10,11 +10,10 @@ the fleet's latest `simulate.sweep`. Missing events are not an error: the report
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from rackscale.errors import UserError
 from rackscale.fleet import GPU, FleetSpec, Topology
-from rackscale.store import Event, Store
+from rackscale.store import CertifyRunV1, Event, Kind, LifecycleTransitionV1, Store
 
 LIFECYCLE_RECENT = 200  # newest lifecycle events kept in full (the report shows these)
 
@@ -52,15 +51,12 @@ class StoreView:
 
     def state_of(self, cid: str) -> str | None:
         ev = self.states.get(cid)
-        if ev is None:
-            return None
-        to = ev.payload.get("to")
-        return str(to) if to is not None else None
+        return None if ev is None else ev.read(LifecycleTransitionV1).to
 
 
 def _load_fleet(store: Store, fleet: str | None,
                 until: int | None = None) -> tuple[FleetSpec, Event | None]:
-    loaded = store.events(kind="fleet.loaded", newest_first=True, until_seq=until)
+    loaded = store.events(kind=Kind.FLEET_LOADED, newest_first=True, until_seq=until)
     rows = store.fleet_specs()
     if not rows:
         raise ReportInputError(
@@ -77,7 +73,7 @@ def _load_fleet(store: Store, fleet: str | None,
     return FleetSpec.model_validate(rows[fleet]), event
 
 
-def _latest(store: Store, kind: str, until: int | None,
+def _latest(store: Store, kind: Kind, until: int | None,
             component_id: str | None = None) -> Event | None:
     found = store.events(kind=kind, component_id=component_id, newest_first=True, limit=1,
                          until_seq=until)
@@ -89,17 +85,15 @@ def _lifecycle(store: Store, view: StoreView, until: int | None) -> None:
     if not view.lifecycle_counts:
         return
     view.states = {e.component_id: e
-                   for e in store.latest_events("lifecycle.transition", until_seq=until)}
+                   for e in store.latest_events(Kind.LIFECYCLE_TRANSITION, until_seq=until)}
     recent = store.events(kind_prefix="lifecycle.", newest_first=True, limit=LIFECYCLE_RECENT,
                           until_seq=until)
     view.lifecycle_events = recent[::-1]
-    view.interlocks = store.events(kind="lifecycle.interlock", until_seq=until)
+    view.interlocks = store.events(kind=Kind.LIFECYCLE_INTERLOCK, until_seq=until)
 
 
-def _of_run(store: Store, kind: str, run_id: Any, until: int | None) -> list[Event]:
+def _of_run(store: Store, kind: Kind, run_id: str, until: int | None) -> list[Event]:
     """The events of one kind that carry `run_id`, filtered in the database."""
-    if run_id is None:
-        return []
     return store.events_with(kind, "run_id", run_id, until_seq=until)
 
 
@@ -114,20 +108,20 @@ def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = N
     view = StoreView(store_url=store.safe_url, topo=topo, fleet_event=fleet_event,
                      inventory_gpus=gpus, inventory_counts=store.counts_by_kind())
     _lifecycle(store, view, until)
-    view.certify_run = _latest(store, "certify.run", until)
+    view.certify_run = _latest(store, Kind.CERTIFY_RUN, until)
     if view.certify_run is not None:
-        run_id = view.certify_run.payload.get("run_id")
-        view.findings = _of_run(store, "certify.finding", run_id, until)
-        view.results = _of_run(store, "certify.result", run_id, until)
+        run_id = view.certify_run.read(CertifyRunV1).run_id
+        view.findings = _of_run(store, Kind.CERTIFY_FINDING, run_id, until)
+        view.results = _of_run(store, Kind.CERTIFY_RESULT, run_id, until)
     # A simulation belongs to the fleet it names (its event's component); another fleet's
     # ETTR says nothing about this one.
-    view.simulate_run = _latest(store, "simulate.run", until, spec.name)
-    newest_sim = _latest(store, "simulate.run", until)
+    view.simulate_run = _latest(store, Kind.SIMULATE_RUN, until, spec.name)
+    newest_sim = _latest(store, Kind.SIMULATE_RUN, until)
     if newest_sim is not None and newest_sim.component_id != spec.name and (
             view.simulate_run is None or newest_sim.seq > view.simulate_run.seq):
         view.other_simulation = newest_sim
-    view.simulate_sweep = _latest(store, "simulate.sweep", until, spec.name)
-    view.storage_whatif = _latest(store, "simulate.storage_whatif", until, spec.name)
+    view.simulate_sweep = _latest(store, Kind.SIMULATE_SWEEP, until, spec.name)
+    view.storage_whatif = _latest(store, Kind.SIMULATE_STORAGE_WHATIF, until, spec.name)
     newest = store.events(newest_first=True, limit=1, until_seq=until)
     view.last_seq = newest[0].seq if newest else 0
     return view

@@ -18,7 +18,7 @@ from rackscale.lifecycle import drain as drain_component
 from rackscale.lifecycle import history
 from rackscale.server.errors import ApiError
 from rackscale.server.snapshot import Snapshot, SnapshotCache
-from rackscale.store import Store
+from rackscale.store import Kind, Store
 
 MAX_LIMIT = 500
 MAX_OFFSET = 10**9
@@ -255,7 +255,7 @@ def findings(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: i
             response_model=Page)
 def certify_runs(request: Request, offset: int = OffsetQ, limit: int = LimitQ) -> dict[str, Any]:
     store: Store = request.app.state.store
-    runs = [e.as_dict() for e in store.events(kind="certify.run", newest_first=True)]
+    runs = [e.as_dict() for e in store.events(kind=Kind.CERTIFY_RUN, newest_first=True)]
     return page(runs, offset, limit)
 
 

@@ -21,10 +21,9 @@ from prometheus_client.utils import floatToGoString
 from rackscale.checkpoint import CkptState, Restorer, Tiers, load_config
 from rackscale.checkpoint import listing_rows as checkpoint_rows  # the one rule (`ls`)
 from rackscale.incidents import INCIDENT_PHASES_S, incident_row
-from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.server.api import ERRORS, LimitQ, OffsetQ, Page, page, snapshot
 from rackscale.server.snapshot import Snapshot
-from rackscale.store import Store
+from rackscale.store import Kind, RecoveryIncidentV1, Store
 
 # Incident phase -> metric name part. Each is a histogram of that phase over every incident
 # that has it (a phase an incident never reached, e.g. no restart without a spare, is absent).
@@ -42,9 +41,10 @@ def incidents(store: Store, snap: Snapshot) -> list[dict[str, Any]]:
     API and /metrics agree with the rest of the snapshot)."""
 
     def build(_snap: Snapshot) -> list[dict[str, Any]]:
-        return [incident_row(e.payload, seq=e.seq, time=e.time.isoformat(),
-                             component=e.component_id)
-                for e in store.events(kind=INCIDENT, newest_first=True, until_seq=snap.seq)]
+        return [incident_row(e.read(RecoveryIncidentV1).dump(), seq=e.seq,
+                             time=e.time.isoformat(), component=e.component_id)
+                for e in store.events(kind=Kind.RECOVERY_INCIDENT, newest_first=True,
+                                      until_seq=snap.seq)]
 
     return snap.derived("incidents", build)
 

@@ -19,6 +19,7 @@ from rackscale.server.api import check_id, snapshot
 from rackscale.server.errors import ApiError
 from rackscale.server.ops import RPO_STATES, incidents, rpo_by_tier
 from rackscale.server.snapshot import Snapshot
+from rackscale.store import Kind
 
 router = APIRouter(include_in_schema=False)
 STREAM_URL = "/api/v1/stream"
@@ -83,7 +84,7 @@ def rack_page(request: Request, rack_id: str = Path(..., max_length=200),
     trays = [dict(t, conditions=[c for c in snap.conditions.get(t["id"], [])
                                  if c.get("status") != "True"]) for t in row["trays"]]
     # The rack's and its trays' transitions, in seq order.
-    moves = [e.as_dict() for e in store.events(prefix=rack_id, kind="lifecycle.transition",
+    moves = [e.as_dict() for e in store.events(prefix=rack_id, kind=Kind.LIFECYCLE_TRANSITION,
                                                until_seq=snap.seq)]
     own_moves = [e for e in moves if e["component"] == rack_id]
     tray_moves = [e for e in moves if e["component"] != rack_id]

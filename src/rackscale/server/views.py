@@ -23,13 +23,15 @@ from rackscale.report import (
     state_class,
 )
 from rackscale.server.snapshot import Snapshot
+from rackscale.store import Kind
 
 ALL_TILES_UP_TO = 64  # racks: a fleet this small shows every rack as a tile
 TILES_SHOWN = 120  # racks drawn as tiles on a larger fleet (the worst); the rest are chips
 FINDINGS_SHOWN = 200
 RECENT_EVENTS = 15
 # Event kinds the live panel shows (a transition, a finding, a run, an incident).
-LIVE_KINDS = ("lifecycle.transition", "certify.finding", "certify.run", "recovery.incident")
+LIVE_KINDS = (Kind.LIFECYCLE_TRANSITION, Kind.CERTIFY_FINDING, Kind.CERTIFY_RUN,
+              Kind.RECOVERY_INCIDENT)
 SERVING = frozenset({s for s, rule in RACK_STATES.items() if rule.powered})
 
 

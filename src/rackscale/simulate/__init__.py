@@ -30,7 +30,6 @@ from rackscale.simulate.models import (
 from rackscale.simulate.recovery import (
     RecoveryFileError,
     incidents_from_file,
-    incidents_from_store,
     measured_recovery,
     with_recovery,
 )
@@ -83,7 +82,6 @@ __all__ = [
     "UnknownFailureModel",
     "failure_model",
     "incidents_from_file",
-    "incidents_from_store",
     "make_config",
     "measured_recovery",
     "meta_ettr",

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.errors import UserError
-from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.incidents import incident_restart_cost_s as restart_cost_s
 from rackscale.simulate.config import SimConfig
 
@@ -39,10 +38,6 @@ def incidents_from_file(path: Path) -> list[dict[str, Any]]:
         raise RecoveryFileError(f"{path}: field `incidents`: a list of incidents expected; "
                                 "give the output of `rackscale job incidents --json`")
     return rows
-
-
-def incidents_from_store(store: Any) -> list[dict[str, Any]]:
-    return [e.payload for e in store.events(kind=INCIDENT)]
 
 
 def measured_recovery(rows: list[dict[str, Any]], source: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The store: one database (SQLite file by default, PostgreSQL by URL) behind one API.
 
     store = Store("sqlite:///rackscale-data/rackscale.db")
-    store.append_event("us-east/r01", "lifecycle.transition", {"to": "powered"},
+    store.append_event("us-east/r01", Kind.LIFECYCLE_TRANSITION, {"to": "powered"},
                        actor="controller", reason="coolant flow verified")
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Engine,
@@ -40,7 +40,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
 from rackscale.redact import redact, redact_url, url_secrets
-from rackscale.store.events import EVENT_KINDS, Payload, UnknownEventKind, parse, validated
+from rackscale.store.events import (
+    EVENT_KINDS,
+    InvalidPayload,
+    Kind,
+    Payload,
+    UnknownEventKind,
+    parse,
+    validated,
+)
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow
 
 
@@ -93,8 +101,23 @@ def default_db_url() -> str:
     return os.environ.get("RACKSCALE_DB") or f"sqlite:///{DEFAULT_DATA_DIR}/rackscale.db"
 
 
+P = TypeVar("P", bound=Payload)
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """The model of one stored payload, parsed on first read; the events of one read whose
+    stored JSON is the same text share one (a run's passing results: 34k at 128k GPUs)."""
+
+    model: Payload | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
+    """One event of the log. Readers read its payload through its kind's model: `read(Model)`
+    (typed: `ev.read(CertifyResultV1).verdict`) or `data`; `payload` is the JSON object as
+    stored, for what copies events out whole (`as_dict`, the evidence bundle)."""
+
     seq: int
     time: datetime
     component_id: str
@@ -102,22 +125,48 @@ class Event:
     payload: dict[str, Any]
     actor: str
     reason: str
+    # the payload as its model, parsed on first read (a report reads 34k results; most
+    # commands read a few events of many they list)
+    _parsed: _Parsed | None = field(default=None, init=False, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": self.time.isoformat(), "component": self.component_id,
                 "kind": self.kind, "payload": self.payload, "actor": self.actor,
                 "reason": self.reason}
 
+    @property
+    def data(self) -> Payload:
+        """The payload as its kind's model (store/events.py), of the version it was written
+        with; UnknownEventKind for a kind no model is registered for, InvalidPayload if it
+        does not fit (an event written before the contract checked it)."""
+        cell = self._parsed
+        if cell is None:
+            cell = _Parsed()
+            object.__setattr__(self, "_parsed", cell)
+        if cell.model is None:
+            cell.model = parse(self.kind, self.payload)
+        return cell.model
+
     def parsed(self) -> Payload:
-        """The payload as its kind's model (store/events.py); InvalidPayload if it does not
-        fit (an event written before the contract checked it)."""
-        return parse(self.kind, self.payload)
+        """The payload as its kind's model (the same as `data`)."""
+        return self.data
+
+    def read(self, model: type[P]) -> P:
+        """The payload as `model`, the reader's model of this kind: InvalidPayload when the
+        event is of another kind or version (a reader must not take one kind for another)."""
+        data = self.data
+        if not isinstance(data, model):
+            raise InvalidPayload(
+                f"event seq {self.seq} is {self.kind} (payload model {type(data).__name__}); "
+                f"its reader expected {model.KIND or 'an unregistered kind'} "
+                f"({model.__name__})")
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewEvent:
     component_id: str
-    kind: str
+    kind: Kind
     payload: dict[str, Any] | Payload = field(default_factory=dict)
     actor: str = "rackscale"
     reason: str = ""
@@ -155,10 +204,33 @@ def _decoded(rows: Sequence[Any], dialect: str) -> list[Event]:
     array of the stored texts (one C call instead of one Python call chain per row)."""
     if not rows:
         return []
+    _known_kinds(rows)
     payloads = json.loads("[" + ",".join(r[4] or "null" for r in rows) + "]")
     sqlite = dialect == "sqlite"
-    return [Event(r[0], _sqlite_time(r[1]) if sqlite else r[1], r[2], r[3], p or {}, r[5],
-                  r[6]) for r, p in zip(rows, payloads, strict=True)]
+    events = [Event(r[0], _sqlite_time(r[1]) if sqlite else r[1], r[2], r[3], p or {}, r[5],
+                    r[6]) for r, p in zip(rows, payloads, strict=True)]
+    cells: dict[tuple[str, str], _Parsed] = {}
+    for r, ev in zip(rows, events, strict=True):
+        key = (r[3], r[4] or "")
+        cell = cells.get(key)
+        if cell is None:
+            cell = cells[key] = _Parsed()
+        object.__setattr__(ev, "_parsed", cell)
+    return events
+
+
+def _known_kinds(rows: Sequence[Any]) -> None:
+    """Refuse rows of a kind no payload model is registered for (a store written by another
+    rackscale version, or by hand): every reader reads payloads through their model, and an
+    event nobody can read must not pass as one that says nothing."""
+    unknown = {r[3] for r in rows} - set(EVENT_KINDS)
+    if unknown:
+        kind = min(unknown)
+        seq = next(r[0] for r in rows if r[3] == kind)
+        raise UnknownEventKind(
+            f"event seq {seq} is of kind {kind!r}, which no payload model is registered for "
+            f"(written by another rackscale version?); valid kinds: "
+            f"{', '.join(EVENT_KINDS.names())}")
 
 
 def _under(column: Any, scope: str) -> Any:
@@ -382,7 +454,7 @@ class Store:
         self.engine.dispose()
 
     # ------------------------------------------------------------------ events
-    def append_event(self, component_id: str, kind: str,
+    def append_event(self, component_id: str, kind: Kind,
                      payload: dict[str, Any] | Payload | None = None, *,
                      actor: str = "rackscale", reason: str = "",
                      time: datetime | None = None, session: Session | None = None) -> int:
@@ -431,11 +503,11 @@ class Store:
 
     # The filters of one query, all keyword-only and optional: more than six by design.
     def events(self, *, component_id: str | None = None, prefix: str | None = None,
-               kind: str | None = None, kind_prefix: str | None = None,
+               kind: Kind | None = None, kind_prefix: str | None = None,
                after_seq: int | None = None, limit: int | None = None,
                newest_first: bool = False, component_ids: Iterable[str] | None = None,
                session: Session | None = None, until_seq: int | None = None,
-               kinds: Iterable[str] | None = None) -> list[Event]:
+               kinds: Iterable[Kind] | None = None) -> list[Event]:
         """Events in seq order (or newest first) matching every filter given. `session`
         reads inside a caller's transaction (what it wrote so far is visible); `until_seq`
         reads the log as it stood when event `until_seq` was the newest. A kind (or prefix)
@@ -470,7 +542,7 @@ class Store:
         with self.session() as s:
             return _decoded(s.execute(q).all(), self.dialect)
 
-    def latest_events(self, kind: str, *, until_seq: int | None = None) -> list[Event]:
+    def latest_events(self, kind: Kind, *, until_seq: int | None = None) -> list[Event]:
         """The newest event of `kind` of every component (e.g. each one's state), by seq;
         with `until_seq`, the newest up to that event."""
         latest = (_until(select(func.max(EventRow.seq)).where(EventRow.kind == known_kind(kind)),
@@ -479,7 +551,7 @@ class Store:
         return self._events(select(*_EVENT_COLS).where(EventRow.seq.in_(latest))
                             .order_by(EventRow.seq))
 
-    def events_with(self, kind: str, key: str, value: object, *,
+    def events_with(self, kind: Kind, key: str, value: object, *,
                     until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         """Events of `kind` whose payload has `key` equal to `value` (filtered in the
         database, e.g. one run's findings), by seq, up to event `until_seq` when given."""

@@ -4,7 +4,7 @@ Every event the store appends is checked here first: its kind must be registered
 kind raises `UnknownEventKind`, whose message lists the valid kinds) and its payload must fit
 the kind's model (else `InvalidPayload`, naming the kind, the field and what is wrong). The
 store is the lowest room that writes, so every room can import these models, and readers parse
-a stored payload back through them (`parse(kind, payload)` or `Event.parsed()`).
+a stored payload back through them (`Event.read(Model)`, or `parse(kind, payload)`).
 
 Versions: a payload carries its model's version in the key `v`; a payload without `v` is
 version 1 (every event written before versions existed). A model's name ends in its version

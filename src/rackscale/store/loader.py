@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, insert, inspect, select, update
 
 from rackscale.fleet import RACK, FleetSpec, Topology
 from rackscale.store.db import ConcurrentChange, NewEvent, Store, StoreError
+from rackscale.store.events import Kind
 from rackscale.store.schema import ComponentRow, FleetRow
 
 _BATCH = 20_000
@@ -146,12 +147,12 @@ def _load_once(store: Store, topo: Topology, *, actor: str, reason: str, replace
         if progress:
             progress(total, total)
         now = datetime.now(UTC)
-        events = [NewEvent(component_id=c, kind="fleet.rack_added", actor=actor, reason=reason,
+        events = [NewEvent(component_id=c, kind=Kind.RACK_ADDED, actor=actor, reason=reason,
                            payload={"template": want[c][4]}, time=now)
                   for c in result.racks_added]
-        events += [NewEvent(component_id=c, kind="fleet.rack_removed", actor=actor,
+        events += [NewEvent(component_id=c, kind=Kind.RACK_REMOVED, actor=actor,
                             reason=reason, time=now) for c in result.racks_removed]
-        events.append(NewEvent(component_id=topo.spec.name, kind="fleet.loaded", actor=actor,
+        events.append(NewEvent(component_id=topo.spec.name, kind=Kind.FLEET_LOADED, actor=actor,
                                reason=reason, payload=result.as_dict(), time=now))
         store.append_events(events, session=s)
         if fleet_row is None:
