@@ -61,6 +61,8 @@ MODULES: dict[str, list[str]] = {
     "certify/verdict.py": ["tests/certify/test_verdict.py"],
     "lifecycle/interlocks.py": ["tests/lifecycle/test_interlocks_states.py"],
     "lifecycle/states.py": ["tests/lifecycle/test_interlocks_states.py"],
+    # The controller-driven triage sequence (test_lifecycle_triage.py) is left to `make test`.
+    "lifecycle/triage.py": ["tests/lifecycle/test_triage_rules.py"],
     # The ledger's property test (40 random fleets) is left to `make test`: too slow per mutant.
     "report/ledger.py": ["tests/report/test_ledger_rules.py", "tests/report/test_ledger.py",
                          "-k", "not monotone_for_any_events"],
