@@ -218,17 +218,17 @@ def test_trays_already_out_count_towards_the_limit(fl: Fleet) -> None:
 def test_other_racks_bad_trays_do_not_count(fl: Fleet) -> None:
     fl.rack(R1, "production", trays="production")
     fl.rack(R2, "production", trays="production")
-    fl.put(tray(R2, 1), "repair")
-    fl.put(tray(R2, 2), "repair")
-    fl.finding(f"{tray(R1, 3)}/gpu0")
+    fl.put(tray(R1, 1), "repair")  # a rack whose id sorts first, and one after
+    fl.put(tray(R1, 2), "repair")
+    fl.put(f"{TOPO.racks[-1].id}/n01", "repair")
+    fl.finding(f"{tray(R2, 3)}/gpu0")
     rep = fl.apply()
-    assert rep.racks_escalated == [] and fl.state(R1) == "production"
+    assert rep.racks_escalated == [] and fl.state(R2) == "production"
 
 
 def test_a_bad_rack_row_does_not_count_as_a_bad_tray(fl: Fleet) -> None:
     fl.rack(R1, "production", trays="production")
     fl.put(tray(R1, 1), "repair")
-    fl.put(tray(R1, 2), "repair")
     with fl.store.session() as s:  # a rack row in a state spelled like a bad tray's
         s.add(LifecycleRow(component_id=f"{R1}/x", machine="rack", rack=R1, state="rma",
                            seq=1, goal=None, fault_since=None, fault_tier=0,
@@ -236,7 +236,7 @@ def test_a_bad_rack_row_does_not_count_as_a_bad_tray(fl: Fleet) -> None:
     fl.finding(f"{tray(R1, 3)}/gpu0")
     fl.finding(f"{tray(R1, 3)}/gpu1")
     rep = fl.apply()
-    assert rep.trays_triaged == [tray(R1, 3)] and rep.racks_escalated == [R1]
+    assert rep.trays_triaged == [tray(R1, 3)] and rep.racks_escalated == []  # 2 bad trays
 
 
 def test_hgx_nodes_never_cordon_their_rack(fl: Fleet) -> None:
@@ -573,3 +573,43 @@ def test_promote_passing_adds_to_a_given_report_and_is_idempotent(fl: Fleet) -> 
     snap = fl.snapshot()
     again = fl.promote()
     assert again.promoted == {} and fl.snapshot() == snap
+
+
+@pytest.mark.parametrize("out", ["received", "cabled", "cooling_verified", "powered",
+                                 "firmware", "maintenance", "isolated", "rma", "retired"])
+def test_a_pass_moves_no_rack_outside_the_promotion_paths(fl: Fleet, out: str) -> None:
+    fl.rack(R1, out, trays="burn_in", finding_seq=1)  # as if evidence had pulled it
+    fl.rack(R2, out, trays="burn_in", finding_seq=1)  # the same, with a tray out
+    fl.put(tray(R2, 1), "repair")
+    fl.result(R1)
+    fl.result(R2)
+    assert fl.promote().promoted == {} and (fl.state(R1), fl.state(R2)) == (out, out)
+
+
+def test_an_operators_triage_does_not_hold_back_a_finding_triage(fl: Fleet) -> None:
+    fl.rack(R1, "production", trays="production")
+    fl.put(tray(R1, 2), "triage")  # the operator's, listed first
+    fl.finding(f"{tray(R1, 5)}/gpu0")
+    fl.apply()
+    fl.result(tray(R1, 2))
+    fl.result(tray(R1, 5))
+    rep = fl.promote()
+    assert fl.state(tray(R1, 2)) == "triage" and fl.state(tray(R1, 5)) == "production"
+    assert rep.promoted == {"tray_returned": 1, "rack_degraded": 1}
+
+
+def test_an_hgx_rack_does_not_stop_the_escalation_of_the_racks_after_it(fl: Fleet) -> None:
+    fl.rack(H1, "production", trays="production")
+    fl.rack(R1, "production", trays="production")
+    fl.finding(f"{tray(H1, 1)}/gpu0")  # a/h1 sorts before a/r1
+    for n in (1, 2, 3):
+        fl.finding(f"{tray(R1, n)}/gpu0")
+    rep = fl.apply()
+    assert rep.racks_escalated == [R1] and fl.state(H1) == "production"
+
+
+def test_options_are_keyword_only(fl: Fleet) -> None:
+    with pytest.raises(TypeError):
+        apply_findings(fl.store, TOPO, 0)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        promote_passing(fl.store, TOPO, "me")  # type: ignore[misc]
