@@ -61,6 +61,8 @@ MODULES: dict[str, list[str]] = {
     "certify/verdict.py": ["tests/certify/test_verdict.py"],
     "lifecycle/interlocks.py": ["tests/lifecycle/test_interlocks_states.py"],
     "lifecycle/states.py": ["tests/lifecycle/test_interlocks_states.py"],
+    # The controller-driven triage sequence (test_lifecycle_triage.py) is left to `make test`.
+    "lifecycle/triage.py": ["tests/lifecycle/test_triage_rules.py"],
     # The ledger's property test (40 random fleets) is left to `make test`: too slow per mutant.
     "report/ledger.py": ["tests/report/test_ledger_rules.py", "tests/report/test_ledger.py",
                          "-k", "not monotone_for_any_events"],
@@ -238,6 +240,46 @@ EQUIVALENT: list[Equivalent] = [
                number_offset=-1),
     Equivalent("report/ledger.py", "ReplaceComparisonOperator_Gt_GtE", r"and gpus\.size >",
                "every NVLink domain of the rack templates holds GPUs: size >= 0 and > 0 agree"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"scalars\(select\(LifecycleRow\)\.where\(LifecycleRow\.machine =="
+               r"|if row\.machine ==",
+               "a lifecycle row's machine is rack or tray: only 'rack' sorts at or before 'rack'"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_GtE",
+               r"^\s*LifecycleRow\.machine =="
+               r"|q = select\(LifecycleRow\)\.where\(LifecycleRow\.machine ==",
+               "a lifecycle row's machine is rack or tray: only 'tray' sorts at or after 'tray'"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"q = select\(LifecycleRow\)\.where\(LifecycleRow\.machine ==",
+               "the rack rows the wider query adds are in burn_in (a rack is never in triage), "
+               "and a rack in burn_in is not serving: _trays_back skips them"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"^ {8}if row\.state ==",
+               "_trays_back reads trays in burn_in or triage only: of these only burn_in sorts "
+               "at or before burn_in"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"^\s*if holder\.level ==",
+               "a holder's level is tray, rack, fabric or region: only 'fabric' sorts at or "
+               "before 'fabric'"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_NotEq_Gt",
+               r"elif p\.verdict !=",
+               "a finding's verdict is fail, warn or pass (the payload model refuses others): "
+               "'fail' sorts first, so > 'fail' is != 'fail'"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Eq_LtE",
+               r"row\.fault_tier ==|and bad ==",
+               "a coolant-fault tier and a count of bad trays are never negative: <= 0 is == 0"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Lt_NotEq", r"and 0 <",
+               "a count of bad trays is never negative: 0 != bad is 0 < bad"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_LtE_Lt",
+               r"if cond is None or cond\.seq <=",
+               "the failing certification and the last repair are different events: their seqs "
+               "are never equal"),
+    Equivalent("lifecycle/triage.py", "ReplaceComparisonOperator_Gt_NotEq", r"if newest >",
+               "newest is the max of the findings' seqs with start as its default: never below "
+               "start, so != is >"),
+    Equivalent("lifecycle/triage.py", "ReplaceAndWithOr",
+               r"if st not in BAD_TRAY_STATES and",
+               "every tray state outside BAD_TRAY_STATES may move to triage and none inside may "
+               "(the transition table): either test alone decides"),
 ]
 
 
