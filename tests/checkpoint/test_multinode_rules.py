@@ -305,4 +305,5 @@ def test_the_steps_of_the_checkpoints_a_node_holds_parts_of(tmp_path: Path) -> N
     local.put(f"{pre}/step-00000014/parts/x/rank-0.json", json.dumps({"step": 14}).encode())
     local.put(f"{pre}/latest", b"{}")  # keys of other lengths: the latest pointer
     local.put(f"{pre}/step-00000015/parts", b"{}")
+    local.put(f"{pre}/step-00000016/zparts/rank-00000.json", json.dumps({"step": 16}).encode())
     assert local_part_steps(tiers) == {ID: 7, "step-00000009": -1, "step-00000011": 11}
