@@ -101,7 +101,8 @@ def names(t: RackTemplate) -> list[str]:
 def test_a_shape_rule_needs_positive_sizes_and_no_negative_trays_out() -> None:
     ok = {"name": "s", "template": "t", "label": "l", "scope": "domain"}
     ShapeRule(**ok, gpus_per_job=1, trays_per_job=1, trays_out=0)  # the smallest allowed
-    for bad in ({"gpus_per_job": 0}, {"gpus_per_job": 1, "trays_per_job": 0},
+    for bad in ({"gpus_per_job": 0}, {"gpus_per_job": -4},
+                {"gpus_per_job": 1, "trays_per_job": 0}, {"gpus_per_job": 1, "trays_per_job": -2},
                 {"gpus_per_job": 1, "trays_out": -1}):
         with pytest.raises(ValueError, match="job shape s: sizes must be positive"):
             ShapeRule(**ok, **bad)
@@ -139,9 +140,18 @@ def test_no_trays_out_allowed_means_no_partial_domain_shape() -> None:
     assert len(names(tpl(NVL, max_bad_trays=0))) == 3
 
 
+def test_a_negative_trays_out_allowance_makes_no_partial_domain_shape() -> None:
+    assert len(names(tpl(NVL, max_bad_trays=-1))) == 3
+
+
+def test_one_tray_out_allowed_makes_a_partial_domain_shape() -> None:
+    assert names(tpl(NVL, max_bad_trays=1))[1] == "nvl72-domains-17of18-trays"
+
+
 def test_a_partial_domain_shape_keeps_at_least_one_tray() -> None:
     assert names(tpl(NVL, trays=3, max_bad_trays=2))[1] == "nvl72-domains-1of3-trays"
     assert len(names(tpl(NVL, trays=2, max_bad_trays=2))) == 3  # would keep none
+    assert len(names(tpl(NVL, trays=2, max_bad_trays=3))) == 3  # would keep fewer than none
 
 
 def test_tray_pairs_need_two_trays_in_the_domain() -> None:
@@ -214,6 +224,13 @@ def test_a_domain_wide_finding_stops_domain_jobs_but_not_tray_jobs() -> None:
     assert (jobs["whole-nvl72-domains"], jobs["nvl72-domains-16of18-trays"]) == (0, 0)
     assert (jobs["tray-aligned-4gpu"], jobs["tray-pairs-8gpu"]) == (18, 9)
     assert jobs["whole-hgx-nodes"] == 4  # only the domain it is in
+
+
+def test_a_finding_that_only_degrades_does_not_stop_domain_jobs() -> None:
+    # power_shelf_down's action is "degrade" (other shelves carry the bus bar), which sorts
+    # before "domain"
+    jobs = V().all_pass().bad(R1, "power_shelf_down").jobs()
+    assert (jobs["whole-nvl72-domains"], jobs["nvl72-domains-16of18-trays"]) == (1, 1)
 
 
 def test_a_domain_wide_finding_outside_the_fleet_degrades_nothing() -> None:
