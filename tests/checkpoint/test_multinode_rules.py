@@ -68,6 +68,12 @@ def test_rank_0_coordinates_and_the_other_ranks_tag_their_catalog_entries() -> N
     assert parts[2].as_dict() == {"rank": 11, "world": 12, "save_uuid": "u", "created_at": 1.5}
 
 
+def test_a_save_part_is_immutable() -> None:
+    part = SavePart(rank=1, world=2, save_uuid="u", created_at=0.0)
+    with pytest.raises(AttributeError):
+        part.rank = 0  # type: ignore[misc]
+
+
 def test_part_records_are_named_by_rank_under_the_checkpoint(tmp_path: Path) -> None:
     tiers = _tiers(tmp_path)
     assert part_key(tiers, ID, 3) == f"{tiers.layout.prefix}/{ID}/parts/rank-00003.json"
@@ -297,4 +303,7 @@ def test_the_steps_of_the_checkpoints_a_node_holds_parts_of(tmp_path: Path) -> N
     local.put(f"{pre}/step-00000012/parts/notes.json", json.dumps({"step": 12}).encode())
     local.put(f"{pre}/step-00000013/data/rank-00000.json", json.dumps({"step": 13}).encode())
     local.put(f"{pre}/step-00000014/parts/x/rank-0.json", json.dumps({"step": 14}).encode())
+    local.put(f"{pre}/latest", b"{}")  # keys of other lengths: the latest pointer
+    local.put(f"{pre}/step-00000015/parts", b"{}")
+    local.put(f"{pre}/step-00000016/zparts/rank-00000.json", json.dumps({"step": 16}).encode())
     assert local_part_steps(tiers) == {ID: 7, "step-00000009": -1, "step-00000011": 11}

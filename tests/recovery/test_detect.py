@@ -326,6 +326,56 @@ def test_collective_scoring_starts_at_the_attempts_first_step_every_rank_complet
     assert det.feed(ranks) is None and det.times == []  # entered, not completed
     ranks[1].add({"phase": "step", "step": 1, "t": 1.25})
     assert det.feed(ranks) is None and det.times == [0.25]
+    # Rank 0 completes step 2; rank 1 has only entered its collective: not scored yet.
+    ranks[0].add({"phase": "sync", "step": 2, "t": 2.0, "compute_s": 0.01})
+    ranks[0].add({"phase": "step", "step": 2, "t": 2.5})
+    ranks[1].add({"phase": "sync", "step": 2, "t": 2.0, "compute_s": 0.01})
+    assert det.feed(ranks) is None and det.times == [0.25]
+
+
+def test_each_completed_step_is_scored_once() -> None:
+    for first in (0, 1):
+        det = CollectiveDetector(3, COLL)
+        assert _coll_flag(det, [B] * 4, first=first) is None
+        assert len(det.times) == 4, first
+        det = StragglerDetector(3, STRAGGLE)
+        assert _first_flag(det, _slow_rank_2("ffff"), first=first) is None
+        assert [len(ts) for ts in det.times] == [4, 4, 4] and det.seen == 4, first
+
+
+def test_steps_after_a_skipped_checkpoint_step_are_scored_in_the_same_poll() -> None:
+    """The supervisor polls the beats less often than steps complete: one feed may bring
+    several steps, a checkpoint's among them."""
+    det = CollectiveDetector(3, COLL)
+    ranks = [RankBeats(rank=r) for r in range(3)]
+    for step, c in enumerate([B, B, B, C, 2.0, C, C], 1):
+        for r in range(3):
+            ranks[r].add({"phase": "sync", "step": step, "t": 10.0 * step, "compute_s": 0.01,
+                          "ckpt": r == 1 and step == 5})
+            ranks[r].add({"phase": "step", "step": step, "t": 10.0 * step + c + r / 8})
+    s = det.feed(ranks)
+    assert s is not None and s.evidence["step"] == 7 and s.evidence["consecutive"] == 3
+
+
+def test_a_rank_with_no_other_ranks_time_to_compare_with_is_not_scored() -> None:
+    # Two ranks; rank 0's checkpoint work overlaps every step so far: it has no time yet.
+    times = [[0.5, SLOW]] * 8
+    ckpt = {(step, 0) for step in range(1, 9)}
+    det = StragglerDetector(2, STRAGGLE)
+    assert _first_flag(det, times, ckpt=ckpt) is None
+    assert det.last_scores == [{}, {}]
+
+
+def test_a_slow_collective_stays_flagged_while_it_stays_slow() -> None:
+    det = CollectiveDetector(3, COLL)
+    assert _coll_flag(det, [B, B, B, C, C, C]) is not None
+    got = _coll_flag(det, [C], first=7)
+    assert got is not None and got[1].evidence["consecutive"] == 4
+
+
+def test_a_suspect_takes_its_fields_by_name_only() -> None:
+    with pytest.raises(TypeError):
+        Suspect(0, Symptom.HANG)  # type: ignore[misc]
 
 
 def test_a_collective_is_scored_against_the_best_of_earlier_attempts() -> None:
