@@ -50,7 +50,7 @@ class V:
                      payload=payload, actor="test", reason="")
 
     def state(self, cid: str, to: str) -> V:
-        self.view.states[cid] = self.ev(cid, "lifecycle.transition", {"to": to})
+        self.view.states[cid] = self.ev(cid, "lifecycle.transition", {"from": None, "to": to})
         return self
 
     def run(self) -> V:
@@ -62,7 +62,8 @@ class V:
         """A failing finding (the ledger applies findings of the certify run only)."""
         assert self.view.certify_run is not None
         self.view.findings.append(self.ev(cid, "certify.finding", {
-            "component": cid, "kind": kind, "verdict": "fail"}))
+            "component": cid, "kind": kind, "verdict": "fail", "run_id": "c-1", "backend": "twin",
+            "stage": 1, "confidence": 1.0}))
         return self
 
     def result(self, cid: str, verdict: str = "pass", stages: tuple[Any, ...] = (1, 2, 3)) -> V:
@@ -248,7 +249,7 @@ def test_after_a_certify_run_a_domain_needs_its_own_pass() -> None:
     assert jobs["whole-hgx-nodes"] == 3
 
 
-@pytest.mark.parametrize("verdict", ["fail", "warn"])  # sorting before and after "pass"
+@pytest.mark.parametrize("verdict", ["fail", "not_run"])  # every verdict but pass
 def test_a_domain_whose_result_did_not_pass_holds_no_domain_job(verdict: str) -> None:
     v = V().all_pass(skip=(R1,)).result(R1, verdict)
     assert v.jobs()["whole-nvl72-domains"] == 0
@@ -267,7 +268,7 @@ def test_a_pass_with_no_stages_listed_passes_no_required_stage() -> None:
     assert v.jobs()["whole-nvl72-domains"] == 0
 
 
-@pytest.mark.parametrize("verdict", ["fail", "warn", None])
+@pytest.mark.parametrize("verdict", ["fail", "not_run", None])
 def test_after_a_certify_run_a_tray_needs_its_own_pass(verdict: str | None) -> None:
     skip = (TRAYS[4], NODES[1])
     v = V().all_pass(skip=skip)

@@ -134,13 +134,19 @@ class StragglerDetector:
             return None
         scored = []
         for r, own_s in enumerate(smooth):
-            others_s = [x for q, x in enumerate(smooth) if q != r and x is not None]
-            if busy[r] or own_s is None or not others_s:
-                continue  # no time of its own, or none to compare it with, this step
+            if busy[r] or own_s is None:
+                continue  # no time of its own this step
             # Floored alike: ranks all timed at zero (under the clock's resolution) are equal.
             own = max(own_s, 1e-9)
-            others = max(statistics.median(others_s), 1e-9)
+            # Its best is learned on every step past the warm-up, also one with no other
+            # rank to compare with (the others all checkpointing): learned only once it can
+            # be compared, a rank that slowed meanwhile took the slow time for its best and
+            # was never flagged.
             self.best[r] = own if self.best[r] is None else min(self.best[r] or own, own)
+            others_s = [x for q, x in enumerate(smooth) if q != r and x is not None]
+            if not others_s:
+                continue  # none to compare it with this step
+            others = max(statistics.median(others_s), 1e-9)
             rel, ind = others / own, (self.best[r] or own) / own
             self.last_scores[r] = {"relative": round(rel, 4), "individual": round(ind, 4),
                                    "others_median_s": round(others, 6)}
