@@ -29,12 +29,17 @@ class Log:
 
     def __init__(self, state: FleetState) -> None:
         self.state, self.seq = state, count(1)
+        self.events: dict[int, Event] = {}
 
     def add(self, cid: str, kind: str, payload: dict[str, Any]) -> int:
         ev = Event(seq=next(self.seq), time=T0, component_id=cid, kind=kind, payload=payload,
                    actor="t", reason="")
         self.state.apply(ev)
+        self.events[ev.seq] = ev
         return ev.seq
+
+    def stands(self, seq: int, newest: str | None = None) -> bool:
+        return self.state.stands(self.events[seq], newest)
 
     def result(self, cid: str, verdict: str, run: str, **extra: Any) -> int:
         return self.add(cid, Kind.CERTIFY_RESULT, {"verdict": verdict, "run_id": run,
@@ -332,3 +337,80 @@ def test_what_the_state_hands_out_cannot_be_changed_by_a_reader(fs: FleetState) 
     gate = fs.gate("a/r1")
     with pytest.raises(FrozenInstanceError):
         gate.evidence_seq = 1  # type: ignore[misc]  # the rule under test
+
+
+# ---------------------------------------------------------------- which evidence stands
+def test_a_result_stands_until_a_newer_run_speaks_of_its_part(fs: FleetState) -> None:
+    log = Log(fs)
+    a = log.result("a/r1", "pass", "r-1")
+    b = log.result("a/r1", "not_run", "r-2")  # a scoped run of another rack
+    assert log.stands(a) and not log.stands(b)
+    c = log.result("a/r1", "fail", "r-3")
+    assert not log.stands(a) and log.stands(c)
+    first = log.result("a/r10", "not_run", "r-1")  # never tested: the not_run is all there is
+    assert log.stands(first)
+
+
+def test_a_tray_result_gives_way_to_a_newer_result_of_its_rack(fs: FleetState) -> None:
+    log = Log(fs)
+    tray = log.result("a/r1/c02", "pass", "r-1")
+    log.result("a/r1", "pass", "r-1")
+    assert log.stands(tray)
+    log.result("a/r1", "fail", "r-2")  # the rack's newer run said nothing of the tray
+    assert not log.stands(tray)
+    again = log.result("a/r1/c02", "pass", "r-3")
+    assert log.stands(again)
+
+
+def test_a_finding_stands_while_its_tray_rests_on_its_run(fs: FleetState) -> None:
+    log = Log(fs)
+    warn = log.finding("a/r1/c02/gpu1", "r-1", verdict="warn", kind="slow_gpu")
+    bad = log.finding("a/r1/c03/gpu0", "r-1")
+    log.result("a/r1", "pass", "r-1")
+    assert log.stands(warn) and log.stands(bad)
+    log.result("a/r1/c03", "not_run", "r-2")
+    log.result("a/r1", "not_run", "r-2")
+    assert log.stands(warn) and log.stands(bad)  # the scoped run left the rack out
+    log.result("a/r1/c03", "pass", "r-3")  # the repaired tray recertified
+    assert not log.stands(bad) and log.stands(warn)
+    log.result("a/r1", "pass", "r-4")  # a newer run of the whole rack
+    assert not log.stands(warn)
+
+
+def test_a_finding_on_a_rack_part_stands_until_the_rack_passes_again(fs: FleetState) -> None:
+    log = Log(fs)
+    cdu = log.finding("a/r10/cdu", "r-1", kind="coolant_flow_low")
+    log.result("a/r10", "pass", "r-1")  # the same run's pass cannot clear its own finding
+    assert log.stands(cdu)
+    log.result("a/r10", "pass", "r-2")
+    assert not log.stands(cdu)
+
+
+def test_a_fabric_finding_stands_while_a_rack_under_it_is_marked_or_rests_on_it(
+        fs: FleetState) -> None:
+    log = Log(fs)
+    leaf = fs.topo.leaves[0]  # under a/r1 and a/r10
+    warn = log.finding(leaf, "r-1", verdict="warn", kind="leaf_degraded")
+    assert not log.stands(warn)  # a warning marks nothing, and no rack rests on r-1 yet
+    log.result("a/r1", "pass", "r-1")
+    assert log.stands(warn)
+    bad = log.finding(leaf, "r-2", kind="leaf_degraded")
+    log.result("a/r1", "pass", "r-3")
+    assert not log.stands(warn)
+    assert log.stands(bad)  # a/r10 still carries the leaf's FabricHealthy false
+    log.result("a/r10", "pass", "r-3")
+    assert not log.stands(bad)
+    elsewhere = log.finding("a/leaf-rail1-1", "r-4", verdict="warn", kind="leaf_degraded")
+    log.result("a/r1", "pass", "r-4")  # a rack the leaf does not serve (only a/h1)
+    assert not log.stands(elsewhere)
+    log.result("a/h1", "pass", "r-4")
+    assert log.stands(elsewhere)
+
+
+def test_evidence_on_no_part_of_the_fleet_stands_with_the_newest_run(fs: FleetState) -> None:
+    log = Log(fs)
+    fleet_wide = log.finding("rules", "r-1", kind="probe_failed")
+    stray = log.result("b/r9", "fail", "r-1")
+    assert log.stands(fleet_wide, "r-1") and log.stands(stray, "r-1")
+    assert not log.stands(fleet_wide, "r-2") and not log.stands(stray, "r-2")
+    assert not log.stands(fleet_wide, None)

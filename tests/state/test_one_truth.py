@@ -62,6 +62,16 @@ def states(db: str) -> dict[str, str]:
         return {r.component_id: r.state for r in s.query(LifecycleRow)}
 
 
+def served_usable(db: str, store: Store) -> tuple[dict[str, float], dict[str, int]]:
+    """Usable GPUs per rack as /metrics and /api/v1/racks give them."""
+    client = TestClient(create_app(ServerConfig(db=db), store))
+    metrics = {s.labels["rack"]: s.value
+               for fam in text_string_to_metric_families(client.get("/metrics").text)
+               for s in fam.samples if s.name == "rackscale_rack_usable_gpus"}
+    api = {r["id"]: r["usable_gpus"] for r in client.get("/api/v1/racks").json()["items"]}
+    return metrics, api
+
+
 def test_a_newer_failed_certification_supersedes_the_older_pass(fleet: tuple[str, Path]) -> None:
     db, tmp = fleet
     ok(["certify", "run", "--db", db])
@@ -108,12 +118,7 @@ def test_healthy_hgx_racks_are_usable_in_every_view(fleet: tuple[str, Path]) -> 
     assert usable == {"eu-north/r01": 72, "eu-north/r02": 72, "eu-north/h100-a": 32,
                       "us-east/r01": 72, "us-east/r02": 32}
     assert ledger.shape.name == "whole-hgx-nodes + whole-nvl72-domains"
-    client = TestClient(create_app(ServerConfig(db=db), store))
-    metrics = {s.labels["rack"]: s.value
-               for fam in text_string_to_metric_families(client.get("/metrics").text)
-               for s in fam.samples if s.name == "rackscale_rack_usable_gpus"}
-    api = {r["id"]: r["usable_gpus"] for r in client.get("/api/v1/racks").json()["items"]}
-    assert metrics == api == usable
+    assert served_usable(db, store) == (usable, usable)
 
 
 def test_certify_and_lifecycle_read_one_plant(fleet: tuple[str, Path]) -> None:
@@ -170,3 +175,29 @@ def test_the_state_read_incrementally_equals_one_read_from_scratch(
     assert cooling is not None and not cooling.ok and "simulated" in cooling.message
     nominal = fresh.condition("eu-north/r01", ConditionType.COOLING)
     assert nominal is not None and nominal.ok
+
+
+def test_a_scoped_recertification_leaves_every_other_rack_as_it_stood(
+        fleet: tuple[str, Path]) -> None:
+    """The day-2 sequence: a rack fails, is repaired and certified with `--scope` (every other
+    part `not_run`). The repaired rack returns, and the racks the scoped run left out keep
+    their usable GPUs in the report, the API and /metrics (they had counted 0: the report
+    read only the newest run's results)."""
+    db, tmp = fleet
+    ok(["certify", "run", "--db", db])
+    lifecycle(db, tmp)
+    bad = faults(tmp, {"target": "eu-north/h100-a/n02/gpu3", "kind": "gpu_dead"})
+    ok(["certify", "run", "--faults", bad, "--db", db], codes=(1,))
+    lifecycle(db, tmp)
+    assert states(db)["eu-north/h100-a/n02"] == "triage"
+    ok(["certify", "run", "--scope", "eu-north/h100-a", "--db", db])  # repaired
+    lifecycle(db, tmp)
+    st = states(db)
+    assert st["eu-north/h100-a/n02"] == "production" and st["eu-north/h100-a"] == "production"
+    store = Store(db)
+    ledger = build_ledger(collect(store))
+    usable = {r["id"]: r["usable_gpus"] for r in ledger.racks}
+    assert usable == {"eu-north/r01": 72, "eu-north/r02": 72, "eu-north/h100-a": 32,
+                      "us-east/r01": 72, "us-east/r02": 32}
+    assert ledger.findings == []  # the repaired GPU's finding is superseded by the scoped pass
+    assert served_usable(db, store) == (usable, usable)

@@ -1,6 +1,7 @@
-"""Property: over any history of passing and failing certifications, repairs, operator drains
-and reloads on a random mixed fleet, every view agrees on every rack and no rack or tray whose
-newest certification failed serves once the lifecycle has run."""
+"""Property: over any history of passing and failing certifications (fleet-wide or scoped to one
+rack), repairs, operator drains and reloads on a random mixed fleet, every view agrees on every
+rack, no rack or tray whose newest certification failed serves once the lifecycle has run, and
+a rack the fleet state calls wholly good counts all its GPUs usable."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from rackscale.certify import TwinRunRequest, record_run, run_on_twin
+from rackscale.certify import LadderConfig, TwinRunRequest, record_run, run_on_twin
 from rackscale.faults import Fault
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.lifecycle import (
@@ -58,6 +59,8 @@ def _fault_pool(topo: Topology) -> list[Fault]:
 OPS = st.lists(st.one_of(
     st.just(("certify", ())), st.tuples(st.just("certify"), st.lists(st.integers(0, 40),
                                                                      max_size=3)),
+    st.tuples(st.just("scoped"), st.tuples(st.integers(0, 40), st.lists(st.integers(0, 40),
+                                                                         max_size=2))),
     st.just(("lifecycle", ())), st.tuples(st.just("drain"), st.integers(0, 40)),
     st.just(("reload", ()))), min_size=2, max_size=7)
 
@@ -77,7 +80,9 @@ class World:
         self.pool = _fault_pool(self.topo)
         self.seed = 0
 
-    def certify(self, picks: tuple[int, ...] | list[int]) -> None:
+    def certify(self, picks: tuple[int, ...] | list[int], scope: int | None = None) -> None:
+        """A run with the pool's faults `picks`; with `scope`, of that rack only (the others
+        are `not_run` and keep their older evidence)."""
         chosen = sorted({self.pool[i % len(self.pool)] for i in picks}, key=lambda f: f.target)
         self.seed += 1
         path = None
@@ -85,7 +90,9 @@ class World:
             path = self.tmp / f"faults-{self.seed}.yaml"
             path.write_text(yaml.safe_dump({"version": 1, "faults": [
                 f.model_dump(exclude_none=True) for f in chosen]}))
-        run = run_on_twin(self.topo, TwinRunRequest(seed=self.seed,
+        config = LadderConfig(scope=None if scope is None
+                              else self.topo.racks[scope % len(self.topo.racks)].id)
+        run = run_on_twin(self.topo, TwinRunRequest(config=config, seed=self.seed,
                                                     faults=None if path is None else str(path)))
         record_run(self.store, run)
 
@@ -151,6 +158,15 @@ def _check(w: World, lifecycle_ran: bool) -> None:
         # a rack that is not serving has no usable GPUs, in every view
         if states[rack.id] not in SERVING:
             assert rows[rack.id][1] == 0, (rack.id, states[rack.id])
+        # and the converse: a rack in production with every tray in production, whose newest
+        # certification and every tray's passed, counts all its GPUs usable (a scoped run of
+        # another rack leaves it as it stood; an HGX rack counts its whole nodes)
+        trays = by_id[rack.id]["trays"]
+        cert = fresh.certification(rack.id)
+        if lifecycle_ran and states[rack.id] == "production" and cert is not None and cert.ok \
+                and all(t["state"] == "production" and (c := fresh.certification(t["id"]))
+                        is not None and c.ok for t in trays):
+            assert rows[rack.id][1] == by_id[rack.id]["gpus"], (rack.id, rows[rack.id], cert)
 
 
 @settings(max_examples=12, deadline=None, derandomize=True,
@@ -163,6 +179,9 @@ def test_every_view_agrees_and_no_failed_part_serves(spec: FleetSpec, ops: list)
         for op, arg in ops:
             if op == "certify":
                 w.certify(arg)
+                ran = False
+            elif op == "scoped":
+                w.certify(arg[1], scope=arg[0])
                 ran = False
             elif op == "lifecycle":
                 w.lifecycle()

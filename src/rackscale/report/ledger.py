@@ -300,10 +300,14 @@ class _LedgerBuild:
                     gpus = np.flatnonzero(topo.gpu_tray == tray)
                     lost[Reason.TRAY_STATE.of(tray_state)] += self.mask.drop(
                         gpus, Reason.TRAY_STATE.of(tray_state))
+            older = sorted({str(e.payload["run_id"]) for e in view.findings + view.results
+                            if e.payload.get("run_id")} - {of_run.run_id})
+            since = (f"; parts the run left out keep their newest evidence, of run"
+                     f"{'s' if len(older) > 1 else ''} {', '.join(older)}" if older else "")
             self.record("healthy", "healthy (certification)", Reason.CERTIFY_FINDINGS,
                         _basis_of(of_run.backend), f"certify.run {of_run.run_id} (event seq "
                         f"{run.seq}): {len(view.findings)} findings, {len(view.results)} "
-                        "results", lost, provenance=_run_provenance(of_run, run.seq))
+                        f"results{since}", lost, provenance=_run_provenance(of_run, run.seq))
         self.healthy_alive = self.mask.alive.copy()
 
     def _apply_finding(self, ev: Event, p: CertifyFindingV1, lost: Counter[str]) -> None:

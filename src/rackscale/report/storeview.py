@@ -2,7 +2,8 @@
 
 Inputs (docs/contracts.md): the loaded fleet spec and the inventory, and the event log:
 `lifecycle.*` (latest `lifecycle.transition` per component is its state), the latest
-`certify.run` with its `certify.finding` and `certify.result` events, and the latest
+`certify.run`, the `certify.finding` and `certify.result` events that are still their part's
+newest evidence (the fleet state decides: `FleetState.stands`), and the latest
 `simulate.run` of the same fleet (a newer one of another fleet is reported, not applied), and
 the fleet's latest `simulate.sweep`. Missing events are not an error: the report says "not run".
 """
@@ -13,9 +14,13 @@ from dataclasses import dataclass, field
 
 from rackscale.errors import UserError
 from rackscale.fleet import GPU, FleetSpec, Topology
+from rackscale.state import FleetState
 from rackscale.store import CertifyRunV1, Event, Kind, LifecycleTransitionV1, Store
 
 LIFECYCLE_RECENT = 200  # newest lifecycle events kept in full (the report shows these)
+
+
+CERTIFY_EVIDENCE = (Kind.CERTIFY_FINDING, Kind.CERTIFY_RESULT)
 
 
 class ReportInputError(UserError):
@@ -38,7 +43,9 @@ class StoreView:
     lifecycle_events: list[Event] = field(default_factory=list)
     lifecycle_counts: dict[str, int] = field(default_factory=dict)
     interlocks: list[Event] = field(default_factory=list)
-    certify_run: Event | None = None
+    certify_run: Event | None = None  # the latest run
+    # The findings and results that are still their part's newest evidence: of the latest run
+    # for the parts it tested, of an older run for parts a newer (scoped) run left out.
     findings: list[Event] = field(default_factory=list)
     results: list[Event] = field(default_factory=list)
     simulate_run: Event | None = None  # the latest of this fleet
@@ -92,9 +99,18 @@ def _lifecycle(store: Store, view: StoreView, until: int | None) -> None:
     view.interlocks = store.events(kind=Kind.LIFECYCLE_INTERLOCK, until_seq=until)
 
 
-def _of_run(store: Store, kind: Kind, run_id: str, until: int | None) -> list[Event]:
-    """The events of one kind that carry `run_id`, filtered in the database."""
-    return store.events_with(kind, "run_id", run_id, until_seq=until)
+def _standing(store: Store, view: StoreView, until: int | None) -> None:
+    """Fold the fleet state's certification conditions and keep the evidence it says still
+    stands: a scoped run's `not_run` leaves every other part on its older run. (Its lifecycle
+    and plant are not needed here: the lifecycle states are read above, newest per part.)"""
+    events = store.events(kinds=CERTIFY_EVIDENCE, until_seq=until)
+    state = FleetState(view.topo)
+    state.apply_all(events)
+    newest = None if view.certify_run is None else view.certify_run.read(CertifyRunV1).run_id
+    view.findings = [e for e in events if e.kind == Kind.CERTIFY_FINDING
+                     and state.stands(e, newest)]
+    view.results = [e for e in events if e.kind == Kind.CERTIFY_RESULT
+                    and state.stands(e, newest)]
 
 
 def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = None) -> StoreView:
@@ -110,9 +126,7 @@ def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = N
     _lifecycle(store, view, until)
     view.certify_run = _latest(store, Kind.CERTIFY_RUN, until)
     if view.certify_run is not None:
-        run_id = view.certify_run.read(CertifyRunV1).run_id
-        view.findings = _of_run(store, Kind.CERTIFY_FINDING, run_id, until)
-        view.results = _of_run(store, Kind.CERTIFY_RESULT, run_id, until)
+        _standing(store, view, until)
     # A simulation belongs to the fleet it names (its event's component); another fleet's
     # ETTR says nothing about this one.
     view.simulate_run = _latest(store, Kind.SIMULATE_RUN, until, spec.name)

@@ -240,6 +240,40 @@ class FleetState:
             return None
         return None if cert.reason == RACK_FINDING else cert
 
+    def stands(self, ev: Event, newest_run: str | None) -> bool:
+        """Whether a `certify.result` or `certify.finding` is still evidence of its part: its
+        run is the one the part's certification now rests on (`certification`), so a newer
+        run that spoke of the part supersedes it and a run that left the part out (a scoped
+        run's `not_run`) does not. A finding on the fabric stands while a rack under it still
+        rests on that run or carries its `FabricHealthy` false; one on a part outside racks
+        and the fabric, or not in the fleet, stands while its run is `newest_run`."""
+        if ev.kind == Kind.CERTIFY_RESULT:
+            run = ev.read(CertifyResultV1).run_id
+            if ev.component_id not in self.topo.index:
+                return run == newest_run
+            return self._rests_on(ev.component_id, run)
+        finding = ev.read(CertifyFindingV1)
+        cid, run = finding.component or ev.component_id, finding.run_id
+        if cid not in self.topo.index:
+            return run == newest_run
+        holder = self.topo.holder(cid)
+        part = holder.tray if holder.level == "tray" else holder.rack
+        if holder.level in ("tray", "rack") and part is not None:
+            return self._rests_on(part, run)
+        if holder.level == "fabric":
+            for r in np.unique(self.topo.gpu_rack[self.topo.affected_gpus(cid)]).tolist():
+                rack = self.topo.racks[r].id
+                fabric = self._cond.get(rack, {}).get(C.FABRIC)
+                if self._rests_on(rack, run) or (
+                        fabric is not None and not fabric.ok and fabric.run_id == run):
+                    return True
+            return False
+        return run == newest_run
+
+    def _rests_on(self, part: str, run: str | None) -> bool:
+        cert = self.certification(part)
+        return run is not None and cert is not None and cert.run_id == run
+
     def parts_with_conditions(self) -> list[str]:
         """Every part some certification or fabric evidence was folded in for."""
         return sorted(self._cond)
