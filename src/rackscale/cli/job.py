@@ -272,7 +272,7 @@ def soak(
                                   help="Run this schedule (the schedule.json of an earlier "
                                   "soak) instead of drawing one; --fault-count, --seed, "
                                   "--duration, --kinds and --repair-s are then the file's."),
-    repair_s: float = typer.Option(30.0, "--repair-s", min=1.0, help="Seconds each fault is "
+    repair_s: float = typer.Option(25.0, "--repair-s", min=1.0, help="Seconds each fault is "
                                    "held before the lab lifts it (its repair)."),
     gpus: int = typer.Option(4, "--gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(4, "--spares", min=0, help="Hot spare GPU slots."),

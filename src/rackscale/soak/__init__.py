@@ -20,5 +20,5 @@ from rackscale.soak.schedule import (
 )
 
 __all__ = ["BADPUT_CAUSES", "LAB_ACTIONS", "LabAction", "Schedule", "ScheduleError",
-           "ScheduledFault", "Soak", "SoakError", "SoakSettings", "draw", "figures", "from_dict", "record_soak",
-           "trainer_command"]
+           "ScheduledFault", "Soak", "SoakError", "SoakSettings", "draw", "figures",
+           "from_dict", "record_soak", "trainer_command"]

@@ -141,7 +141,7 @@ class Soak:
         pending = list(s.schedule.faults)
         lifts: dict[int, float] = {}
         last_snap = last_log = 0.0
-        started = False
+        started, t_ready = False, end
         while time.time() < end:
             if sup.poll() is not None:
                 tail = (s.out / "job.out").read_text(errors="replace")[-2000:]
@@ -150,7 +150,9 @@ class Soak:
             now = time.time()
             steps = job_steps(self.job_dir, s.schedule.gpus) if now - last_snap >= 1 else None
             if steps is not None:
-                started = started or sum(1 for x in steps if x.attempt == 1) >= CLEAN_STEPS
+                if not started and sum(1 for x in steps if x.attempt == 1) >= CLEAN_STEPS:
+                    started, t_ready = True, now
+                    log.write("ready", after_s=round(now - t_launch, 3))
                 if not steps and now - t_launch > START_TIMEOUT_S:
                     raise SoakError(f"the job did not complete a step within "
                                     f"{START_TIMEOUT_S:.0f} s; see {s.out / 'job.out'}")
@@ -164,14 +166,14 @@ class Soak:
                 if now >= at:
                     self._lift(i, log)
                     del lifts[i]
-            if pending and started and now - t_launch >= pending[0].at_s:
+            if pending and started and now - t_ready >= pending[0].at_s:
                 f = pending.pop(0)
-                self._inject(f, log, late_s=now - t_launch - f.at_s)
+                self._inject(f, log, late_s=now - t_ready - f.at_s)
                 lifts[f.index] = time.time() + f.repair_s
             time.sleep(0.1)
         for f in pending:
             log.write("not_injected", index=f.index, why="the soak ended first (the job "
-                      "started late)")
+                      "was slow to start)")
         return time.time()
 
     def _snapshot(self, steps: list[Any], elapsed: float) -> dict[str, Any]:

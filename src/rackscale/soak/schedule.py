@@ -33,6 +33,7 @@ from rackscale.errors import UserError
 from rackscale.simulate import STRAGGLER, Cause, FailureModel
 
 SCHEDULE_VERSION = 1
+START_ALLOW_S = 60.0  # of the soak's time, kept for the job's start-up (a loaded host: ~50 s)
 
 
 class ScheduleError(UserError):
@@ -90,7 +91,7 @@ NOT_ON_LAB = {
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduledFault:
     index: int
-    at_s: float  # seconds after the job's first step
+    at_s: float  # seconds after the job is ready (its first 10 steps done)
     repair_s: float  # held this long, then lifted
     model_repair_s: float  # the model's repair time compressed by rate_scale (module doc)
     cause: str  # the model's published label
@@ -169,21 +170,24 @@ def _pool(model: FailureModel, straggler_ratio: float,
 
 
 def draw(model: FailureModel, *, count: int, gpus: int, duration_s: float, seed: int,
-         warmup_s: float = 30.0, settle_s: float = 30.0, repair_s: float = 30.0,
+         warmup_s: float = 15.0, settle_s: float = 25.0, repair_s: float = 25.0,
          straggler_ratio: float = 0.1, kinds: tuple[str, ...] | None = None) -> Schedule:
-    """`count` faults over a soak of `duration_s` on a job of `gpus` ranks (module doc)."""
+    """`count` faults over a soak of `duration_s` on a job of `gpus` ranks (module doc).
+    Fault times count from the job's ready moment (its first steps done, `at_s`); the first
+    `START_ALLOW_S` of the soak are kept for its start-up, then `warmup_s` of clean run."""
     if count < 0:
         raise ScheduleError(f"--fault-count {count}: give 0 or more")
     pool, left = _pool(model, straggler_ratio, kinds)
-    window = duration_s - warmup_s
+    window = duration_s - START_ALLOW_S - warmup_s
     dead = repair_s + settle_s  # each fault's own time, during which no other arrives
     free = window - count * dead
     if free < 0:
-        need = warmup_s + count * dead
-        raise ScheduleError(f"{count} faults need at least {need:.0f} s (warm-up "
-                            f"{warmup_s:.0f} s, then {dead:.0f} s each: held {repair_s:.0f} "
-                            f"s, {settle_s:.0f} s to recover); give a --duration of at least "
-                            f"{need / 60:.1f} min or fewer faults")
+        need = START_ALLOW_S + warmup_s + count * dead
+        raise ScheduleError(f"{count} faults need at least {need:.0f} s (start-up and "
+                            f"warm-up {START_ALLOW_S + warmup_s:.0f} s, then {dead:.0f} s "
+                            f"each: held {repair_s:.0f} s, {settle_s:.0f} s to recover); "
+                            f"give a --duration of at least {need / 60:.1f} min or fewer "
+                            "faults")
     rate_h = model.rate_per_gpu_h * (1 + straggler_ratio) * gpus
     expected = rate_h * duration_s / 3600
     scale = count / expected if expected > 0 else 0.0
