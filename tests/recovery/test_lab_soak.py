@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "lab"))
 from lab_rig import cli, torch_missing
 
 require(lab.why_not_here() or torch_missing())
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 FLEET = lab.default_fleet_path()
 DURATION_S = 180.0  # start-up (up to ~50 s on a loaded host), two faults, their recoveries

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rackscale.store import RecoverySoakV1, Store
+from rackscale.store import Kind, RecoverySoakV1, Store
 
 
 def record_soak(store: Store, result: dict[str, Any]) -> int:
@@ -20,7 +20,7 @@ def record_soak(store: Store, result: dict[str, Any]) -> int:
         clean_step_s=result["clean_step_s"], ettr=result["ettr"],
         goodput=result["goodput"], badput_s=result["badput_s"], faults=faults,
         load_avg=result["load_avg"], measured=True)
-    return store.append_event(f"job/{payload.job}", RecoverySoakV1.KIND, payload=payload,
+    return store.append_event(f"job/{payload.job}", Kind.RECOVERY_SOAK, payload=payload,
                               actor="rackscale-soak",
                               reason=f"soak of {len(faults)} faults, ETTR "
                                      f"{result['ettr']['value']:.3f} (measured)")
