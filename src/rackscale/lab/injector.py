@@ -83,12 +83,16 @@ def _leaf_rates(plan: LabPlan, leaf: str) -> list[tuple[str, float]]:
     return [*ports, (b.uplink or "", plan.uplink_mbit)]
 
 
-def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
-    rack = switch.rsplit("/", 1)[0]
-    ports = [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == rack]
-    if not ports:
+def _domain_of(plan: LabPlan, switch: str) -> str:
+    domain = plan.switch_domains.get(switch)
+    if domain is None:
         raise LabError(f"{switch} is not an NVLink switch of lab {plan.fleet}")
-    return ports
+    return domain
+
+
+def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
+    domain = _domain_of(plan, switch)
+    return [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == domain]
 
 
 def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool) -> None:
@@ -118,7 +122,7 @@ def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: boo
         else:
             sysops.tc_batch(fab, [sysops.tbf(p, rate * sev) for p, rate in ports])
             for r in plan.ranks:
-                if r.domain == target.rsplit("/", 1)[0]:
+                if r.domain == _domain_of(plan, target):
                     sysops.tc_batch(r.netns, [sysops.tbf(NV_IF, plan.nv_mbit * sev)])
     elif kind == "slow_gpu":
         r = _rank_of(plan, target, "gpu")
