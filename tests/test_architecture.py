@@ -167,6 +167,10 @@ OVER_THE_LIMITS = {
     "rackscale/lifecycle/controller.py::Controller._interlock":
         "one interlock event's fields (**extra: its rule's figures)",
     "rackscale/cli/serve.py::serve": "the `serve` command's options (registered, not decorated)",
+    "rackscale/soak/schedule.py::draw":
+        "the keyword-only settings of one schedule (its size, timings, seed, kinds)",
+    "rackscale/soak/measure.py::figures":
+        "the keyword-only parts of one soak's record (job, sizes, window, faults, seed)",
     "rackscale/server/ops.py::list_incidents":
         "a FastAPI endpoint: its query filters and paging are its parameters",
 }

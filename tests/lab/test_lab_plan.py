@@ -44,6 +44,12 @@ def test_plan_is_consistent_for_any_small_fleet(racks: int, per_leaf: int, lab_i
         assert r.domain == topo.racks[int(topo.gpu_rack[i])].id
     leaves = [b for b in plan.bridges if b.role == "leaf"]
     assert len(leaves) == len(topo.leaves) and all(b.uplink for b in leaves)
+    # every NVLink switch tray maps to the domain whose GPUs it joins (the injector's map)
+    switches = [topo.ids[i] for i in range(len(topo.ids)) if topo.kinds[i] == "switch_tray"]
+    assert sorted(plan.switch_domains) == sorted(switches) and switches
+    for sw, dom in plan.switch_domains.items():
+        gpus = topo.affected_gpus(sw)
+        assert {plan.ranks[g].domain for g in gpus.tolist()} == {dom}
 
 
 def test_rates_come_from_the_template_skus() -> None:

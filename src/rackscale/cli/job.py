@@ -15,6 +15,7 @@ from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, 
 
 if TYPE_CHECKING:
     from rackscale.recovery import Site
+    from rackscale.soak import Schedule
 
 app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
 
@@ -241,3 +242,159 @@ def incidents(
             "job", "attempt", "symptom", "component", "spare", "detect_s", "restart_s",
             "restore_s", "first_step_s", "work_lost_steps", "outcome")))
     console.print(t)
+
+
+QUICK_MIN, QUICK_FAULTS = 4.0, 3
+
+
+@app.command("soak", options_metavar="[OPTIONS] [-- CMD [ARGS]...]",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def soak(
+    ctx: typer.Context,
+    lab_dir: Path = typer.Option(None, "--lab", metavar="DIR", show_default=False,
+                                 help="The lab's state directory; the lab must be up "
+                                 "(default rackscale-data/lab)."),
+    duration: float = typer.Option(20.0, "--duration", min=0.5, help="Minutes the soak runs "
+                                   "(from the job's launch to its stop)."),
+    quick: bool = typer.Option(False, "--quick", help=f"About {QUICK_MIN:.0f} minutes and "
+                               f"{QUICK_FAULTS} faults (overrides --duration and "
+                               "--fault-count)."),
+    fault_count: int = typer.Option(4, "--fault-count", min=0, help="Faults the soak injects: "
+                                    "the failure model's rates are scaled to expect this many."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the fault schedule."),
+    failure_model: str = typer.Option("llama3", "--failure-model",
+                                      help="The simulator's failure model the schedule is "
+                                      "drawn from."),
+    kinds: str = typer.Option(None, "--kinds", show_default=False, help="Draw only the "
+                              "causes of these fault kinds (comma-separated: gpu_dead, "
+                              "slow_gpu, bad_cable, nic_dead, software, host)."),
+    schedule: Path = typer.Option(None, "--schedule", metavar="FILE", show_default=False,
+                                  help="Run this schedule (the schedule.json of an earlier "
+                                  "soak) instead of drawing one; --fault-count, --seed, "
+                                  "--duration, --kinds and --repair-s are then the file's."),
+    repair_s: float = typer.Option(25.0, "--repair-s", min=1.0, help="Seconds each fault is "
+                                   "held before the lab lifts it (its repair)."),
+    gpus: int = typer.Option(4, "--gpus", min=1, help="Ranks of the job (one per GPU)."),
+    spares: int = typer.Option(4, "--spares", min=0, help="Hot spare GPU slots."),
+    ckpt_every: int = CkptEveryOption,
+    out: Path = typer.Option(Path("rackscale-data/soaks/soak"), "--out", metavar="DIR",
+                             help="A new directory for the soak: schedule.json, "
+                             "progress.jsonl, job/, soak.json."),
+    db: str = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run a supervised training job on the lab for a while, under faults drawn from the
+    simulator's failure model and injected for real (each lifted after its repair time), and
+    measure what survives: ETTR and goodput with their 95% interval, badput by cause per
+    incident and in total, each fault's time to detect and the part named against the part
+    injected. The schedule is written before the job starts; the result goes to --out and,
+    as a recovery.soak event, to the store. The job is `job train-demo`'s trainer unless a
+    command is given after `--`."""
+    from rackscale import lab
+    from rackscale.cli._common import check_out_dir
+    from rackscale.simulate import failure_model as get_model
+    from rackscale.soak import Soak, SoakSettings, draw, record_soak
+    from rackscale.store import Store, default_db_url
+
+    check_out_dir(out, "--out")
+    if quick:
+        duration, fault_count = QUICK_MIN, QUICK_FAULTS
+    lab_dir = lab_dir or lab.DEFAULT_STATE_DIR
+    lab.require_up(lab_dir, "job soak")
+    if schedule is None and fault_count > spares:
+        from rackscale.errors import UserError
+
+        raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
+                        "supervisor excludes takes a spare, and a repaired part does not "
+                        "rejoin the job yet; give at least as many spares as faults")
+    if schedule is not None:
+        sched = _read_schedule(schedule, gpus)
+    else:
+        wanted = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
+        sched = draw(get_model(failure_model), count=fault_count, gpus=gpus,
+                     duration_s=duration * 60, seed=seed, repair_s=repair_s, kinds=wanted)
+    url = db or default_db_url()
+    settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
+                            ckpt_every=ckpt_every, command=list(ctx.args))
+    result = _soak_with_bar(Soak(settings), disable=as_json)
+    result["event_seq"] = record_soak(Store(url), result)
+    if as_json:
+        emit_json(result)
+        return
+    _say_soak(result)
+
+
+def _read_schedule(path: Path, gpus: int) -> Schedule:
+    import json
+
+    from rackscale.errors import UserError
+    from rackscale.soak import from_dict
+
+    try:
+        sched = from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as err:
+        raise UserError(f"--schedule {path}: cannot read it as JSON ({err}); give the "
+                        "schedule.json of an earlier soak") from None
+    if sched.gpus != gpus:
+        raise UserError(f"--schedule {path} is for a job of {sched.gpus} GPUs; give --gpus "
+                        f"{sched.gpus}")
+    return sched
+
+
+def _soak_with_bar(s: object, *, disable: bool) -> dict:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rackscale.cli._common import console
+    from rackscale.soak import Soak
+
+    assert isinstance(s, Soak)
+    with Progress(TextColumn("[bold]soak[/]"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=disable) as bar:
+        task = bar.add_task("starting the job", total=s.s.schedule.duration_s)
+
+        def show(snap: dict) -> None:
+            bar.update(task, completed=snap["elapsed_s"], description=(
+                f"step {snap['step']}, attempt {snap['attempt']}, faults {snap['injected']}/"
+                f"{s.s.schedule.count} ({snap['present']} present), excluded "
+                f"{len(snap['excluded'])}"))
+
+        s.progress = show
+        return s.run()
+
+
+def _say_soak(r: dict) -> None:
+    from rich.table import Table
+
+    from rackscale.cli._common import console
+
+    e, g = r["ettr"], r["goodput"]["of_slots"]
+    la = r["load_avg"]
+    say(f"soak on {r['host']} (measured; load average {la['start'][0]:.2f} at the start, "
+        f"{la['end'][0]:.2f} at the end), schedule {r['schedule']['file']} (seed "
+        f"{r['schedule']['seed']}, {r['schedule']['failure_model']} rates x"
+        f"{r['schedule']['rate_scale']:.3g})")
+    say(f"ETTR {e['value']:.3f} (95% {e['lo']:.3f}..{e['hi']:.3f}, measured over "
+        f"{r['window_s']:.0f} s); goodput {g['value']:.3f} of the slots held "
+        f"({g['lo']:.3f}..{g['hi']:.3f}); {r['steps_kept']} steps kept, {r['steps_lost']} "
+        f"lost, clean step {r['clean_step_s']:.3f} s")
+    t = Table(title="faults (measured)")
+    for col in ("#", "cause", "injected", "part", "detect s", "named", "match", "recovered",
+                "badput s"):
+        t.add_column(col)
+    for f in r["faults"]:
+        named = f["named"] or {}
+        t.add_row(str(f["index"]), plain(f["cause"]), plain(f["action"]), plain(f["component"]),
+                  plain("-" if f["time_to_detect_s"] is None else f["time_to_detect_s"]),
+                  plain(f"{named.get('component', '-')} {named.get('kind') or ''}".strip()),
+                  plain(f["named_vs_injected"]), "yes" if f["recovered"] else "no",
+                  f"{sum(f['badput_s'].values()):.1f}")
+    console.print(t)
+    b = Table(title="badput by cause, s (measured)")
+    b.add_column("cause")
+    b.add_column("s")
+    for k, v in r["badput_s"].items():
+        b.add_row(k, f"{v:.1f}")
+    console.print(b)
+    say(f"written: {Path(r['schedule']['file']).parent / 'soak.json'}; store event "
+        f"recovery.soak #{r['event_seq']}")

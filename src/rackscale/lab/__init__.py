@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from rackscale.lab.build import LabError, down, status, up
-from rackscale.lab.injector import NOT_REAL, check_real, clear, inject
+from rackscale.lab.injector import NOT_REAL, check_real, clear, inject, lift
 from rackscale.lab.places import rank_places
 from rackscale.lab.plan import LabPlan, LabPlanError, make_plan
 from rackscale.lab.state import LabState, LabStateError, require_up
@@ -27,5 +27,5 @@ def load_state(state_dir: Path) -> LabState | None:
 
 __all__ = ["DEFAULT_STATE_DIR", "NOT_REAL", "LabError", "LabPlan", "LabPlanError", "LabState",
            "LabStateError", "LabSystemError", "check_real", "clear", "default_fleet_path",
-           "down", "inject", "load_state", "make_plan", "rank_places", "require_up", "status",
-           "up", "why_not_here"]
+           "down", "inject", "lift", "load_state", "make_plan", "rank_places", "require_up",
+           "status", "up", "why_not_here"]

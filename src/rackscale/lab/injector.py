@@ -83,12 +83,16 @@ def _leaf_rates(plan: LabPlan, leaf: str) -> list[tuple[str, float]]:
     return [*ports, (b.uplink or "", plan.uplink_mbit)]
 
 
-def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
-    rack = switch.rsplit("/", 1)[0]
-    ports = [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == rack]
-    if not ports:
+def _domain_of(plan: LabPlan, switch: str) -> str:
+    domain = plan.switch_domains.get(switch)
+    if domain is None:
         raise LabError(f"{switch} is not an NVLink switch of lab {plan.fleet}")
-    return ports
+    return domain
+
+
+def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
+    domain = _domain_of(plan, switch)
+    return [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == domain]
 
 
 def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool) -> None:
@@ -118,7 +122,7 @@ def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: boo
         else:
             sysops.tc_batch(fab, [sysops.tbf(p, rate * sev) for p, rate in ports])
             for r in plan.ranks:
-                if r.domain == target.rsplit("/", 1)[0]:
+                if r.domain == _domain_of(plan, target):
                     sysops.tc_batch(r.netns, [sysops.tbf(NV_IF, plan.nv_mbit * sev)])
     elif kind == "slow_gpu":
         r = _rank_of(plan, target, "gpu")
@@ -175,7 +179,43 @@ def _start_flapper(st: LabState, index: int) -> None:
                              "rackscale.lab.flap", str(st.path.parent), str(index)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    record_process(st, proc.pid, f"flapping timer for fault {index}")
+    record_process(st, proc.pid, _timer(index))
+
+
+def lift(state_dir: Path, index: int) -> dict[str, Any]:
+    """Lift one present fault (`index` into the lab's list of faults, as `lab status` lists
+    them) and leave the others in place: its flapping timer stopped, its part back at
+    nominal, then every other fault applied again (a lifted leaf must not undo a bad cable on
+    one of its ports). Returns the fault lifted."""
+    st = _loaded(state_dir)
+    present = st.faults
+    if not 0 <= index < len(present):
+        raise LabError(f"no fault {index} is present on the lab ({len(present)} present)")
+    f = present.pop(index)
+    plan = st.plan
+    if f["kind"] == FLAPPING:
+        for entry in st.resources:
+            if entry["type"] == "process" and entry.get("what") == _timer(index):
+                stop_process(entry)
+                st.forget(entry)
+        apply(plan, f["of"], f["target"], f["severity"], on=False)
+    else:
+        apply(plan, f["kind"], f["target"], f["severity"], on=False)
+    # The timers of later faults are named by their index: renumbered with the list.
+    for entry in st.data["resources"]:
+        for j in range(index + 1, len(present) + 1):
+            if entry["type"] == "process" and entry.get("what") == _timer(j):
+                entry["what"] = _timer(j - 1)
+                break
+    st.set_faults(present)
+    for g in present:
+        if g["kind"] != FLAPPING:
+            apply(plan, g["kind"], g["target"], g["severity"], on=True)
+    return f
+
+
+def _timer(index: int) -> str:
+    return f"flapping timer for fault {index}"
 
 
 def clear(state_dir: Path) -> int:

@@ -14,7 +14,7 @@ same numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rackscale.errors import UserError
 from rackscale.fleet import GPUS, NICS, Topology
@@ -64,6 +64,9 @@ class LabPlan:
     nv_mbit: float  # NVLink veth rate, each direction
     uplink_mbit: float  # leaf-to-spine uplink rate (non-blocking: NIC rate x ranks per leaf)
     cpu_base: float = CPU_BASE
+    # every NVLink switch tray -> the domain it joins, from the topology (the injector must
+    # not guess it from the switch's id)
+    switch_domains: dict[str, str] = field(default_factory=dict)
 
     def rank(self, gpu: str) -> RankPlan:
         for r in self.ranks:
@@ -110,9 +113,11 @@ def make_plan(topo: Topology, lab_id: str) -> LabPlan:
         spine = topo.spines[topo.regions.index(region)][0]
         bridges.append(BridgePlan(id=leaf, name=f"L{k}", role="leaf", uplink=f"u{k}",
                                   spine_end=f"w{k}", spine=spine_names[spine]))
-    for d, dom in enumerate(topo.domains):
+    for d in range(len(topo.domains)):
         bridges.append(BridgePlan(id=topo.domain_switches[d][0], name=f"D{d}", role="domain"))
-        del dom
+    switch_domains = {sw: dom for d, dom in enumerate(topo.domains)
+                      for sw in topo.domain_switches[d]}
     return LabPlan(lab_id=lab_id, fleet=topo.spec.name, fabric_ns=f"{prefix}-fab",
                    ranks=tuple(ranks), bridges=tuple(bridges), so_mbit=so_mbit,
-                   nv_mbit=nv_mbit, uplink_mbit=so_mbit * per_leaf)
+                   nv_mbit=nv_mbit, uplink_mbit=so_mbit * per_leaf,
+                   switch_domains=switch_domains)

@@ -61,6 +61,7 @@ class Kind(StrEnum):
     SIMULATE_STORAGE_WHATIF = "simulate.storage_whatif"
     RECOVERY_INCIDENT = RECOVERY_INCIDENT
     RECOVERY_JOB = "recovery.job"
+    RECOVERY_SOAK = "recovery.soak"
 
 
 class UnknownEventKind(UnknownName):
@@ -441,6 +442,31 @@ class RecoveryJobV1(Closed):
     excluded: list[str] = []
     ckpt_id: str | None = None
     message: str = ""
+
+
+@event_kind("recovery.soak")
+class RecoverySoakV1(Closed):
+    """A soak (`rackscale job soak`, component_id: job/<id>): a supervised job on the lab under
+    a fault schedule drawn from the simulator's failure model. Every figure is measured on the
+    run (`host`, its `load_avg` at the start and the end): `ettr` {value, lo, hi, method} and
+    `goodput`, `badput_s` by cause (initial_start, detection, running_degraded, stop,
+    localization, restart, restore, lost_work, other), and per fault (`faults`) its time to
+    detect, the part named against the part injected, and its badput. `schedule` names the
+    schedule file, its seed, failure model and rate scale."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    job: str
+    host: str
+    lab: str
+    schedule: dict[str, Any]
+    window_s: float
+    clean_step_s: float
+    ettr: dict[str, Any]
+    goodput: dict[str, Any]
+    badput_s: dict[str, float]
+    faults: list[dict[str, Any]] = []
+    load_avg: dict[str, Any] = {}
+    measured: Literal[True] = True
 
 
 def kinds() -> list[str]:

@@ -1,0 +1,99 @@
+"""A short soak on the real lab (`rackscale job soak`, the CLI as its own process): a
+supervised four-rank job, a dead GPU and a slow cable injected for real on a fixed schedule
+(`--schedule`, the format a drawn soak writes), each lifted after its repair time. Asserts
+that each fault was detected, named (the GPU, resp. the NIC, not its GPU) and recovered from,
+and that the measured ETTR, its interval and the badput by cause are in the store.
+Root, tc and torch are needed; without them the module fails with the reason."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rackscale import lab
+from rackscale.fleet import Topology, load_fleet
+from rackscale.simulate import failure_model
+from rackscale.soak import BADPUT_CAUSES, LAB_ACTIONS, LabAction, draw
+from rackscale.store import Store
+from tests.needs import require
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "lab"))
+from lab_rig import cli, torch_missing
+
+require(lab.why_not_here() or torch_missing())
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
+
+FLEET = lab.default_fleet_path()
+DURATION_S = 180.0  # start-up (up to ~50 s on a loaded host), two faults, their recoveries
+
+
+@pytest.fixture(scope="module")
+def labdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    sd = tmp_path_factory.mktemp("lab") / "state"
+    lab.up(Topology.build(load_fleet(FLEET)), sd, fleet_file=FLEET)
+    try:
+        yield sd
+    finally:
+        lab.down(sd)
+
+
+def _schedule(path: Path) -> None:
+    """Two faults at fixed times after the job is ready: a dead GPU on rank 1, then a slow
+    cable (10% of its rate) on rank 2's NIC; the rest as a drawn schedule has it."""
+    base = draw(failure_model("llama3"), count=2, gpus=4, duration_s=DURATION_S, seed=0,
+                warmup_s=10, repair_s=20, settle_s=20)
+    a, b = base.faults
+    dead = replace(a, at_s=10.0, repair_s=20.0, rank=1, cause="faulty GPU",
+                   model_kind="gpu_dead", lab=LAB_ACTIONS["gpu_dead"][0])
+    cable = replace(b, at_s=60.0, repair_s=40.0, rank=2, cause="network switch/cable",
+                    model_kind="bad_cable",
+                    lab=LabAction(action="bad_cable", part="nic", severity=0.1))
+    path.write_text(json.dumps(replace(base, faults=(dead, cable)).to_dict()))
+
+
+def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr(
+        labdir: Path, tmp_path: Path) -> None:
+    sched, out, db = tmp_path / "schedule.json", tmp_path / "soak", tmp_path / "soak.db"
+    _schedule(sched)
+    t0 = time.monotonic()
+    done = cli("job", "soak", "--lab", str(labdir), "--schedule", str(sched), "--gpus", "4",
+               "--spares", "4", "--ckpt-every", "5", "--out", str(out), "--db",
+               f"sqlite:///{db}", "--json", timeout=DURATION_S + 240)
+    wall = time.monotonic() - t0
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    r = json.loads(done.stdout)
+    assert json.loads((out / "schedule.json").read_text())["faults"][1]["lab"]["action"] \
+        == "bad_cable"  # written before the job ran (and kept)
+    topo = Topology.build(load_fleet(FLEET))
+    dead, cable = r["faults"]
+    assert sorted(r["job"]["excluded"]) == sorted({dead["slot"], cable["slot"]})
+    # the dead GPU: a crash of its rank, named as that GPU
+    assert dead["detected"] and dead["recovered"], dead
+    assert dead["named"]["component"] == dead["component"] and dead["named"]["kind"] == \
+        "gpu_dead" and dead["named_vs_injected"] == "exact"
+    # the slow cable: named as the NIC (not its GPU), localized by the probe
+    nic = cable["component"]
+    assert topo.ids[int(topo.gpu_nic[topo.gpu_ids.index(cable["slot"])])] == nic
+    assert cable["detected"] and cable["recovered"], cable
+    assert cable["named"]["component"] == nic and cable["named_vs_injected"] == "exact", cable
+    assert cable["named"]["kind"] in ("bad_cable", "nic_dead")
+    for f in (dead, cable):
+        assert 0 <= f["time_to_detect_s"] < 60
+    # the measured figures, in the store
+    (ev,) = Store(f"sqlite:///{db}", readonly=True).events(kind="recovery.soak")
+    p = ev.payload
+    assert ev.component_id == f"job/{r['job']['id']}" and p["measured"] is True
+    assert 0 < p["ettr"]["lo"] <= p["ettr"]["value"] <= p["ettr"]["hi"] <= 1.2
+    assert set(p["badput_s"]) == set(BADPUT_CAUSES)
+    assert [f["named_vs_injected"] for f in p["faults"]] == ["exact", "exact"]
+    assert p["host"] and p["load_avg"]["start"]
+    incs = Store(f"sqlite:///{db}", readonly=True).events(kind="recovery.incident")
+    assert len(incs) >= 2
+    print(f"soak test: wall {wall:.0f} s, ETTR {p['ettr']}, badput {p['badput_s']}, "
+          f"load {p['load_avg']}")

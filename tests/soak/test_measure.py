@@ -1,0 +1,84 @@
+"""The soak's figures from a job directory written by hand: the kept steps, ETTR and its
+interval, and badput by cause adding up to the wall time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rackscale.soak import BADPUT_CAUSES, figures
+
+GPUS = 2
+
+
+def _beats(job: Path, attempt: int, steps: range, t0: float, dt: float) -> None:
+    for rank in range(GPUS):
+        p = job / "beats" / f"a{attempt:03d}-r{rank:04d}.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("a") as f:
+            f.write(json.dumps({"phase": "start", "step": 0, "t": t0 - 1}) + "\n")
+            for i, s in enumerate(steps):
+                f.write(json.dumps({"phase": "step", "step": s, "t": t0 + i * dt}) + "\n")
+
+
+def _job(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """Attempt 1: steps 1..34 from t=2 every 0.25 s; a kill at 10.3, decided at 10.4; the
+    job resumes from step 30 and runs steps 31..70 from t=15.4."""
+    job = tmp_path / "job"
+    _beats(job, 1, range(1, 35), 2.0, 0.25)
+    _beats(job, 2, range(31, 71), 15.4, 0.25)
+    inc = {"job": "j", "attempt": 1, "symptom": "fail_stop", "rank": 1,
+           "component": "lab/r01/c01/gpu1", "fault_kind": "gpu_dead", "detected_at": 10.4,
+           "stop_s": 0.5, "localize_s": 0.0, "restore_s": 1.0, "downtime_s": 5.0,
+           "first_step_s": 4.0, "ckpt_step": 30, "work_lost_steps": 4, "outcome": "resumed"}
+    (job / "incidents.jsonl").write_text(json.dumps({"kind": "recovery.incident",
+                                                     "payload": inc}) + "\n")
+    fault = {"index": 0, "cause": "faulty GPU", "action": "kill",
+             "component": "lab/r01/c01/gpu1", "slot": "lab/r01/c01/gpu1",
+             "injected_at": 10.3, "lifted_at": 40.3}
+    return job, [fault]
+
+
+def test_kept_steps_ettr_and_badput_add_up_to_the_wall_time(tmp_path: Path) -> None:
+    job, faults = _job(tmp_path)
+    r = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=26.0, faults=faults)
+    assert (r["steps_completed"], r["steps_kept"], r["steps_lost"]) == (74, 70, 4)
+    assert r["clean_step_s"] == pytest.approx(0.25)
+    assert r["ettr"]["value"] == pytest.approx(70 * 0.25 / 26, abs=1e-4)
+    assert r["ettr"]["lo"] <= r["ettr"]["value"] <= r["ettr"]["hi"]
+    b = r["badput_s"]
+    assert list(b) == list(BADPUT_CAUSES)
+    assert b["initial_start"] == pytest.approx(1.75)
+    assert b["detection"] == pytest.approx(0.1)
+    assert (b["stop"], b["restore"]) == (0.5, 1.0)
+    assert b["restart"] == pytest.approx(5.0 - 0.5 - 1.0 - 0.25)
+    assert b["lost_work"] == pytest.approx(1.0)
+    assert b["other"] == pytest.approx(0.9, abs=1e-3)  # after the last step, and before the kill
+    assert sum(b.values()) + 70 * 0.25 == pytest.approx(26.0)
+    (f,) = r["faults"]
+    assert f["detected"] and f["time_to_detect_s"] == pytest.approx(0.1)
+    assert f["named_vs_injected"] == "exact" and f["recovered"]
+    assert r["goodput"]["of_slots"]["value"] == pytest.approx(r["ettr"]["value"] / 2, abs=1e-4)
+
+
+def test_a_fault_no_one_detected_runs_degraded_until_lifted(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    _beats(job, 1, range(1, 21), 1.0, 0.25)  # to t=5.75
+    _beats(job, 1, range(21, 31), 6.0, 0.5)  # a slow part from t=5.75 to t=10.5
+    fault = {"index": 0, "cause": "network switch/cable", "action": "leaf_degraded",
+             "component": "lab/leaf0", "slot": "lab/r01/c01/gpu0", "injected_at": 5.75,
+             "lifted_at": 10.5}
+    r = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=10.5, faults=[fault])
+    (f,) = r["faults"]
+    assert not f["detected"] and f["named_vs_injected"] == "not detected"
+    # 4.75 s running, 10 steps done worth 2.5 s: 2.25 s degraded
+    assert f["badput_s"]["running_degraded"] == pytest.approx(2.25)
+
+
+def test_too_few_clean_steps_is_said(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    _beats(job, 1, range(1, 4), 1.0, 0.25)
+    with pytest.raises(ValueError, match="clean step"):
+        figures(job_dir=job, gpus=GPUS, spares=0, t_launch=0.0, t_end=5.0, faults=[])
