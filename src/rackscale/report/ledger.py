@@ -300,8 +300,9 @@ class _LedgerBuild:
                     gpus = np.flatnonzero(topo.gpu_tray == tray)
                     lost[Reason.TRAY_STATE.of(tray_state)] += self.mask.drop(
                         gpus, Reason.TRAY_STATE.of(tray_state))
-            older = sorted({str(e.payload["run_id"]) for e in view.findings + view.results
-                            if e.payload.get("run_id")} - {of_run.run_id})
+            runs = {e.read(CertifyFindingV1).run_id for e in view.findings} | {
+                e.read(CertifyResultV1).run_id for e in view.results}
+            older = sorted(r for r in runs if r and r != of_run.run_id)
             since = (f"; parts the run left out keep their newest evidence, of run"
                      f"{'s' if len(older) > 1 else ''} {', '.join(older)}" if older else "")
             self.record("healthy", "healthy (certification)", Reason.CERTIFY_FINDINGS,
