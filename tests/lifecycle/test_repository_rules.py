@@ -315,3 +315,19 @@ def test_enrollment_and_moves_take_their_options_by_name(store: Store) -> None:
     with pytest.raises(TypeError):
         repository.transition(store, R1, "cabled", "op", "r")  # type: ignore[misc]
     assert repository.state_of(store, R1).state == "received"
+
+
+# ------------------------------------------------------------------------------ history
+def test_each_lifecycle_event_says_its_change_in_a_few_words(store: Store) -> None:
+    move(store, R1, "cabled")
+    store.append_event(R1, Kind.LIFECYCLE_INTERLOCK, {"rule": "coolant_before_power",
+                                                      "action": "hold"})
+    store.append_event(R1, Kind.LIFECYCLE_SLURM, {"action": "drain", "node": "a-r1-c03"})
+    store.append_event(R1, Kind.LIFECYCLE_NOTED, {"finding_seq": 3})
+    got = [(e.kind, repository.moved(e), repository.change_of(e))
+           for e in repository.history_events(store, R1)]
+    assert got[-4:] == [
+        (Kind.LIFECYCLE_TRANSITION, ("received", "cabled"), "received -> cabled"),
+        (Kind.LIFECYCLE_INTERLOCK, (None, None), "coolant_before_power hold"),
+        (Kind.LIFECYCLE_SLURM, (None, None), "drain"),
+        (Kind.LIFECYCLE_NOTED, (None, None), "none")]

@@ -414,3 +414,39 @@ def test_evidence_on_no_part_of_the_fleet_stands_with_the_newest_run(fs: FleetSt
     assert log.stands(fleet_wide, "r-1") and log.stands(stray, "r-1")
     assert not log.stands(fleet_wide, "r-2") and not log.stands(stray, "r-2")
     assert not log.stands(fleet_wide, None)
+
+
+def test_a_finding_stands_by_the_part_it_names_not_the_event_it_came_in(fs: FleetState) -> None:
+    log = Log(fs)
+    seq = log.add("a/r1", Kind.CERTIFY_FINDING, {
+        "component": "a/r1/c03/gpu0", "kind": "gpu_dead", "stage": 1, "confidence": 0.9,
+        "run_id": "r-1", "backend": "twin", "verdict": "fail"})
+    log.result("a/r1", "pass", "r-1")
+    assert log.stands(seq)
+    log.result("a/r1/c03", "pass", "r-2")  # the tray it names recertified; the rack was not
+    assert not log.stands(seq)
+
+
+def test_a_finding_on_a_region_stands_with_the_newest_run_only(fs: FleetState) -> None:
+    log = Log(fs)
+    seq = log.finding("a", "r-2", kind="probe_failed")
+    log.result("a/r1", "pass", "r-2")  # a rack of the region rests on its run: not what counts
+    assert log.stands(seq, "r-2")
+    assert not log.stands(seq, "r-1") and not log.stands(seq, "r-3")
+    stray = log.result("b/r9", "pass", "r-2")
+    assert not log.stands(stray, "r-1") and not log.stands(stray, "r-3")
+
+
+def test_a_warning_on_a_leaf_does_not_stand_on_an_older_fabric_finding(fs: FleetState) -> None:
+    log = Log(fs)
+    leaf = fs.topo.leaves[0]
+    log.finding(leaf, "r-1", kind="leaf_degraded")  # FabricHealthy false, of run r-1
+    warn = log.finding(leaf, "r-2", verdict="warn", kind="leaf_degraded")
+    assert not log.stands(warn)  # no rack rests on r-2, and the fabric mark is r-1's
+
+
+def test_only_results_and_findings_are_asked_whether_they_stand(fs: FleetState) -> None:
+    log = Log(fs)
+    seq = log.add("a/r1", Kind.LIFECYCLE_TRANSITION, {"from": None, "to": "received"})
+    with pytest.raises(ValueError, match=r"lifecycle\.transition: only certification"):
+        log.stands(seq)

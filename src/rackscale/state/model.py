@@ -252,6 +252,9 @@ class FleetState:
             if ev.component_id not in self.topo.index:
                 return run == newest_run
             return self._rests_on(ev.component_id, run)
+        if ev.kind != Kind.CERTIFY_FINDING:
+            raise ValueError(f"event {ev.seq} is a {ev.kind}: only certification results "
+                             "and findings are evidence that stands or not")
         finding = ev.read(CertifyFindingV1)
         cid, run = finding.component or ev.component_id, finding.run_id
         if cid not in self.topo.index:
