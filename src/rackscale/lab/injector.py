@@ -121,8 +121,9 @@ def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: boo
             sysops.ip_batch(fab, [f"link set {p} {state}" for p, _ in ports])
         else:
             sysops.tc_batch(fab, [sysops.tbf(p, rate * sev) for p, rate in ports])
+            domain = _domain_of(plan, target)
             for r in plan.ranks:
-                if r.domain == _domain_of(plan, target):
+                if r.domain == domain:
                     sysops.tc_batch(r.netns, [sysops.tbf(NV_IF, plan.nv_mbit * sev)])
     elif kind == "slow_gpu":
         r = _rank_of(plan, target, "gpu")

@@ -113,10 +113,10 @@ def make_plan(topo: Topology, lab_id: str) -> LabPlan:
         spine = topo.spines[topo.regions.index(region)][0]
         bridges.append(BridgePlan(id=leaf, name=f"L{k}", role="leaf", uplink=f"u{k}",
                                   spine_end=f"w{k}", spine=spine_names[spine]))
-    for d in range(len(topo.domains)):
+    switch_domains: dict[str, str] = {}
+    for d, dom in enumerate(topo.domains):
         bridges.append(BridgePlan(id=topo.domain_switches[d][0], name=f"D{d}", role="domain"))
-    switch_domains = {sw: dom for d, dom in enumerate(topo.domains)
-                      for sw in topo.domain_switches[d]}
+        switch_domains.update(dict.fromkeys(topo.domain_switches[d], dom))
     return LabPlan(lab_id=lab_id, fleet=topo.spec.name, fabric_ns=f"{prefix}-fab",
                    ranks=tuple(ranks), bridges=tuple(bridges), so_mbit=so_mbit,
                    nv_mbit=nv_mbit, uplink_mbit=so_mbit * per_leaf,

@@ -99,14 +99,14 @@ def _lifecycle(store: Store, view: StoreView, until: int | None) -> None:
     view.interlocks = store.events(kind=Kind.LIFECYCLE_INTERLOCK, until_seq=until)
 
 
-def _standing(store: Store, view: StoreView, until: int | None) -> None:
+def _standing(store: Store, view: StoreView, newest: str, until: int | None) -> None:
     """Fold the fleet state's certification conditions and keep the evidence it says still
-    stands: a scoped run's `not_run` leaves every other part on its older run. (Its lifecycle
-    and plant are not needed here: the lifecycle states are read above, newest per part.)"""
+    stands (`newest`: the latest run's id): a scoped run's `not_run` leaves every other part
+    on its older run. (Its lifecycle and plant are not needed here: the lifecycle states are
+    read above, newest per part.)"""
     events = store.events(kinds=CERTIFY_EVIDENCE, until_seq=until)
     state = FleetState(view.topo)
     state.apply_all(events)
-    newest = None if view.certify_run is None else view.certify_run.read(CertifyRunV1).run_id
     view.findings = [e for e in events if e.kind == Kind.CERTIFY_FINDING
                      and state.stands(e, newest)]
     view.results = [e for e in events if e.kind == Kind.CERTIFY_RESULT
@@ -126,7 +126,7 @@ def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = N
     _lifecycle(store, view, until)
     view.certify_run = _latest(store, Kind.CERTIFY_RUN, until)
     if view.certify_run is not None:
-        _standing(store, view, until)
+        _standing(store, view, view.certify_run.read(CertifyRunV1).run_id, until)
     # A simulation belongs to the fleet it names (its event's component); another fleet's
     # ETTR says nothing about this one.
     view.simulate_run = _latest(store, Kind.SIMULATE_RUN, until, spec.name)
