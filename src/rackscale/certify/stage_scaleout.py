@@ -14,6 +14,8 @@ that holds the whole group (its rack, its region, or the fleet)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
@@ -61,7 +63,7 @@ def run_stage_multirack(st: RunState) -> None:
         ring_of = {int(k): i for i, k in enumerate(keys)}
         # a leaf ring whose every retest passed was a stall of a shared host, not a part
         suspects, passed = st.cleared("scaleout_allreduce", found)
-        suspects += _chase_flaps(st, passed, good)
+        suspects = _chase_flaps(st, suspects, passed, good)
         failed_gpus = [_blame(st, sp, groups, ring_of, j, on_rel) for sp in suspects]
         if failed_gpus:
             st.ok[np.concatenate(failed_gpus)] = False
@@ -80,28 +82,40 @@ def run_stage_multirack(st: RunState) -> None:
 # that went down and came back (a stalled iteration: TCP held it for seconds), not a shared
 # host's stall (a few scheduler slices cost a repeat far less).
 FLAP_DOWN_REL = 0.25
-FLAP_TRIES = 3  # retests of a flapping suspect: together they outlast a flap's up phase
+# Retests of a flapping suspect. A pair test can be far shorter than a flap's up phase, so
+# several in a row may all land in up phases; eight tries leave (1/2)^8 < 0.5% to a NIC up
+# half of the time, and a part that persists is named on the first.
+FLAP_TRIES = 8
 
 
-def _chase_flaps(st: RunState, passed: list[Suspect],
+def _flapped_down(sp: Suspect) -> bool:
+    """The suspect's group went down in some repeats and ran healthy in others."""
+    return sp.outcome.flapping and sp.outcome.fail_rel <= FLAP_DOWN_REL
+
+
+def _chase_flaps(st: RunState, suspects: list[Suspect], passed: list[Suspect],
                  good: dict[tuple[int, int, int], int]) -> list[Suspect]:
-    """Suspects cleared as a stall of a shared host whose ring went down in some repeats and
-    not in others: bisected again, up to FLAP_TRIES times, until a retest lands in a down
-    phase and names the part. A flapping dead NIC's retests all landed in its up phases and
-    it was cleared (only a spine ring kept failing, named on the whole fleet). One still
-    unnamed stays a suspect (the leaf, unlocalized) rather than being cleared."""
-    out: list[Suspect] = []
-    for sp in passed:
-        o = sp.outcome
-        if not (o.flapping and o.fail_rel <= FLAP_DOWN_REL):
-            continue
+    """The suspects to report. An unresolved one whose ring went down in some repeats and
+    not in others (a flap) is bisected again, up to FLAP_TRIES times, until a retest lands in
+    a down phase and names the part; so is one cleared as a stall of a shared host with such
+    a ring. A flapping dead NIC's pair retests all landed in its up phases: cleared, only a
+    spine ring kept failing (named on the whole fleet); or, when the ring's own retest caught
+    a down phase, unlocalized on the leaf. One still unnamed stays a suspect (the leaf,
+    unlocalized); a cleared one that never flapped stays cleared."""
+    flapped = [sp for sp in suspects if sp.kind == "unresolved" and _flapped_down(sp)]
+    out = [sp for sp in suspects if not (sp.kind == "unresolved" and _flapped_down(sp))]
+    for sp in [*flapped, *filter(_flapped_down, passed)]:
         ref = good.get(_rail_class(st, int(sp.members[0]))) if len(sp.members) < 4 else None
         named = None
         for _ in range(FLAP_TRIES):
-            again, _ = bisect([(sp.members, o, ref)], st.tester("scaleout_allreduce"))
+            again, _ = bisect([(sp.members, sp.outcome, ref)], st.tester("scaleout_allreduce"))
             named = next((x for x in again if x.kind != "unresolved"), None)
             if named is not None:
                 break
+        if named is not None:
+            # a retest that fell wholly in a down phase is not flapping by itself; the
+            # ring's own repeats saw the part both up and down
+            named.outcome = replace(named.outcome, flapping=True)
         out.append(named or sp)
     return out
 
