@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 
@@ -114,11 +113,11 @@ class FleetState:
                              "events are applied in seq order, once")
         self.seq = ev.seq
         if ev.kind == Kind.CERTIFY_RESULT:
-            self._result(ev, cast(CertifyResultV1, ev.parsed()))
+            self._result(ev, ev.read(CertifyResultV1))
         elif ev.kind == Kind.CERTIFY_FINDING:
-            self._finding(ev, cast(CertifyFindingV1, ev.parsed()))
+            self._finding(ev, ev.read(CertifyFindingV1))
         elif ev.kind == Kind.LIFECYCLE_TRANSITION:
-            moved = cast(LifecycleTransitionV1, ev.parsed())
+            moved = ev.read(LifecycleTransitionV1)
             self.lifecycle[ev.component_id] = LifecycleState(moved.to, ev.seq,
                                                              moved.finding_seq)
         elif ev.kind == Kind.TWIN_PLANT:
@@ -167,21 +166,29 @@ class FleetState:
         cid = p.component or ev.component_id
         if p.verdict != "fail" or cid not in self.topo.index:
             return  # warnings and passes move nothing; triage refuses unknown parts
-        holder = self.topo.holder(cid)
+        part, racks = self._marks(cid)
         message = f"{p.kind} at {cid} (stage {p.stage}, run {p.run_id})"
+        if part is not None:
+            self._set(part, Condition(type=C.CERTIFIED, status=Status.FALSE, reason=FINDING,
+                                      seq=ev.seq, since=ev.time, run_id=p.run_id,
+                                      message=message))
+        for rack in racks:
+            self._set(rack, Condition(type=C.FABRIC, status=Status.FALSE, reason=FINDING,
+                                      seq=ev.seq, since=ev.time, run_id=p.run_id,
+                                      message=message))
+
+    def _marks(self, cid: str) -> tuple[str | None, list[str]]:
+        """What a failing finding on `cid` (a fleet id) marks: the tray or rack holding it
+        (its certification turns false), and the racks whose GPUs route through it when it is
+        a leaf or spine (their `FabricHealthy` turns false). A part outside both marks
+        nothing: a region's or the fleet's finding gates no single rack."""
+        holder = self.topo.holder(cid)
         if holder.level in ("tray", "rack"):
-            part = holder.tray if holder.level == "tray" else holder.rack
-            if part is not None:
-                self._set(part, Condition(type=C.CERTIFIED, status=Status.FALSE, reason=FINDING,
-                                          seq=ev.seq, since=ev.time, run_id=p.run_id,
-                                          message=message))
-            return
+            return (holder.tray if holder.level == "tray" else holder.rack), []
         if holder.level == "fabric":
-            racks = np.unique(self.topo.gpu_rack[self.topo.affected_gpus(cid)])
-            for r in racks.tolist():
-                self._set(self.topo.racks[r].id, Condition(
-                    type=C.FABRIC, status=Status.FALSE, reason=FINDING, seq=ev.seq,
-                    since=ev.time, run_id=p.run_id, message=message))
+            racks = np.unique(self.topo.gpu_rack[self.topo.affected_gpus(cid)]).tolist()
+            return None, [self.topo.racks[r].id for r in racks]
+        return None, []
 
     # ------------------------------------------------------------------ queries
     def condition(self, cid: str, type_: ConditionType) -> Condition | None:
@@ -259,19 +266,18 @@ class FleetState:
         cid, run = finding.component or ev.component_id, finding.run_id
         if cid not in self.topo.index:
             return run == newest_run
-        holder = self.topo.holder(cid)
-        part = holder.tray if holder.level == "tray" else holder.rack
-        if holder.level in ("tray", "rack") and part is not None:
+        part, racks = self._marks(cid)
+        if part is not None:
             return self._rests_on(part, run)
-        if holder.level == "fabric":
-            for r in np.unique(self.topo.gpu_rack[self.topo.affected_gpus(cid)]).tolist():
-                rack = self.topo.racks[r].id
-                fabric = self._cond.get(rack, {}).get(C.FABRIC)
-                if self._rests_on(rack, run) or (
-                        fabric is not None and not fabric.ok and fabric.run_id == run):
-                    return True
-            return False
+        if racks:
+            return any(self._rests_on(rack, run) or self._fabric_finding_of(rack, run)
+                       for rack in racks)
         return run == newest_run
+
+    def _fabric_finding_of(self, rack: str, run: str | None) -> bool:
+        """Whether the rack's `FabricHealthy` is false on a finding of `run`."""
+        fabric = self._cond.get(rack, {}).get(C.FABRIC)
+        return fabric is not None and not fabric.ok and fabric.run_id == run
 
     def _rests_on(self, part: str, run: str | None) -> bool:
         cert = self.certification(part)
@@ -289,14 +295,14 @@ class FleetState:
     @property
     def plant(self) -> TwinPlantV1 | None:
         """The twin's plant as the newest `twin.plant` event gave it (None: never applied)."""
-        return None if self._plant is None else cast(TwinPlantV1, self._plant.parsed())
+        return None if self._plant is None else self._plant.read(TwinPlantV1)
 
     def _plant_condition(self, cid: str, type_: ConditionType) -> Condition | None:
         ev = self._plant
         if ev is None or cid not in self.topo.index or self.topo.kinds[self.topo.idx(cid)] \
                 != "rack":
             return None
-        plant = cast(TwinPlantV1, ev.parsed())
+        plant = ev.read(TwinPlantV1)
         for f in plant.faults:
             if PLANT_KINDS.get(f.kind) is type_ and f.target.startswith(cid + "/"):
                 sev = "" if f.severity is None else f" severity {f.severity:g}"
