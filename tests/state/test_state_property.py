@@ -5,6 +5,8 @@ a rack the fleet state calls wholly good counts all its GPUs usable."""
 
 from __future__ import annotations
 
+import re
+
 import tempfile
 from pathlib import Path
 
@@ -118,6 +120,18 @@ class World:
             return {r.component_id: r.state for r in s.query(LifecycleRow)}
 
 
+# A rack on the dashboard: a tile (data-usable) on a small fleet, a chip (its title says
+# "N/M GPUs usable") on a large one.
+_TILE = re.compile(r'<a class="(?:rack|chip) [^"]*" href="/racks/[^"]+" data-rack="([^"]+)" '
+                   r'data-state="([^"]*)" data-findings="[^"]*"(?: data-usable="(\d+)")?'
+                   r' title="[^"]*?(?:(\d+)/\d+ GPUs usable)?[^"]*"')
+
+
+def _dashboard(page: str) -> dict[str, tuple[str, int]]:
+    """Each rack's state and usable GPUs as the dashboard's fleet page shows them."""
+    return {m[1]: (m[2], int(m[3] or m[4])) for m in _TILE.finditer(page)}
+
+
 def _check(w: World, lifecycle_ran: bool) -> None:
     w.state.refresh(w.store)
     fresh = FleetState.load(w.store, w.topo)
@@ -141,6 +155,7 @@ def _check(w: World, lifecycle_ran: bool) -> None:
                for s in fam.samples if s.name == "rackscale_rack_usable_gpus"}
     rows = {r["id"]: (r["state"], r["usable_gpus"]) for r in ledger.racks}
     assert api == rows
+    assert _dashboard(client.get("/").text) == rows
     assert metrics == {k: float(v) for k, (_, v) in rows.items()}
     by_id = {r["id"]: r for r in ledger.racks}
     for rack in w.topo.racks:

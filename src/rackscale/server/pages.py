@@ -84,10 +84,9 @@ def rack_page(request: Request, rack_id: str = Path(..., max_length=200),
     trays = [dict(t, conditions=[c for c in snap.conditions.get(t["id"], [])
                                  if c.get("status") != "True"]) for t in row["trays"]]
     # The rack's and its trays' transitions, in seq order.
-    moves = [e.as_dict() for e in store.events(prefix=rack_id, kind=Kind.LIFECYCLE_TRANSITION,
-                                               until_seq=snap.seq)]
-    own_moves = [e for e in moves if e["component"] == rack_id]
-    tray_moves = [e for e in moves if e["component"] != rack_id]
+    moves = store.events(prefix=rack_id, kind=Kind.LIFECYCLE_TRANSITION, until_seq=snap.seq)
+    own_moves = [e for e in moves if e.component_id == rack_id]
+    tray_moves = [e for e in moves if e.component_id != rack_id]
     own = [f for f in snap.ledger.findings if _under(f["component"], rack_id)]
     return render("rack.html", request, snap, title=f"rack {rack_id}", rack_id=rack_id,
                   rack=row, tile=views.tile(row), trays=trays,

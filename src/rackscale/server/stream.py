@@ -56,7 +56,7 @@ def change(store: Store, snap: Snapshot, after: int, rack: str | None,
     if rack is None:
         evs = [e for e in evs if views.fleet_event(e, snap)]
     return {"seq": snap.seq, "racks": racks,
-            "events": [views.event(e.as_dict()) for e in reversed(evs)],
+            "events": [views.event(e) for e in reversed(evs)],
             "findings": [views.finding(f, snap.rack_index) for f in found],
             "findings_total": None if rack is not None else len(snap.ledger.findings)}
 

@@ -23,7 +23,14 @@ from rackscale.report import (
     state_class,
 )
 from rackscale.server.snapshot import Snapshot
-from rackscale.store import Kind
+from rackscale.store import (
+    CertifyFindingV1,
+    CertifyRunV1,
+    Event,
+    Kind,
+    LifecycleTransitionV1,
+    RecoveryIncidentV1,
+)
 
 ALL_TILES_UP_TO = 64  # racks: a fleet this small shows every rack as a tile
 TILES_SHOWN = 120  # racks drawn as tiles on a larger fleet (the worst); the rest are chips
@@ -168,35 +175,36 @@ def finding_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: (-g["dropped"], -g["n"], g["kind"]))
 
 
-def event(e: dict[str, Any]) -> dict[str, Any]:
-    """One event of the live panel and the rack timeline, in words."""
-    p = e.get("payload") or {}
-    kind = e["kind"]
-    if kind == "lifecycle.transition":
-        src, dst = p.get("from"), p.get("to")
+def event(e: Event) -> dict[str, Any]:
+    """One event of the live panel and the rack timeline, in words (its payload read through
+    its kind's model)."""
+    src: str | None = None
+    dst: str | None = None
+    if e.kind == Kind.LIFECYCLE_TRANSITION:
+        moved = e.read(LifecycleTransitionV1)
+        src, dst = moved.from_, moved.to
         text = f"{src} → {dst}"
-    elif kind == "certify.finding":
-        src, dst = None, None
-        text = f"finding {p.get('kind')} ({p.get('verdict')})"
-    elif kind == "certify.run":
-        src, dst = None, None
-        text = f"certification run {p.get('run_id')}: {p.get('findings')} findings"
-    elif kind == "recovery.incident":
-        src, dst = None, None
-        text = f"incident: job {p.get('job')} {p.get('symptom')} ({p.get('outcome', 'resumed')})"
+    elif e.kind == Kind.CERTIFY_FINDING:
+        found = e.read(CertifyFindingV1)
+        text = f"finding {found.kind} ({found.verdict})"
+    elif e.kind == Kind.CERTIFY_RUN:
+        run = e.read(CertifyRunV1)
+        text = f"certification run {run.run_id}: {run.findings} findings"
+    elif e.kind == Kind.RECOVERY_INCIDENT:
+        inc = e.read(RecoveryIncidentV1)
+        text = f"incident: job {inc.job} {inc.symptom} ({inc.outcome})"
     else:
-        src, dst = None, None
-        text = kind
-    return {"seq": e["seq"], "time": str(e["time"])[:19].replace("T", " "), "kind": kind,
-            "component": e["component"], "text": text, "from": src, "to": dst,
+        text = e.kind
+    return {"seq": e.seq, "time": e.time.isoformat()[:19].replace("T", " "), "kind": e.kind,
+            "component": e.component_id, "text": text, "from": src, "to": dst,
             "from_cls": state_class(src), "to_cls": state_class(dst),
-            "actor": e.get("actor") or "", "reason": e.get("reason") or ""}
+            "actor": e.actor or "", "reason": e.reason or ""}
 
 
-def fleet_event(e: Any, snap: Snapshot) -> bool:
+def fleet_event(e: Event, snap: Snapshot) -> bool:
     """Shown in the fleet page's live panel: everything of the live kinds but a tray's
     transitions (a rack's bring-up moves 18 trays; the rack page lists those)."""
-    return e.kind != "lifecycle.transition" or e.component_id in snap.rack_index
+    return e.kind != Kind.LIFECYCLE_TRANSITION or e.component_id in snap.rack_index
 
 
 def recent_events(store: Any, snap: Snapshot) -> list[dict[str, Any]]:
@@ -205,7 +213,7 @@ def recent_events(store: Any, snap: Snapshot) -> list[dict[str, Any]]:
         evs = [e for e in store.events(kinds=LIVE_KINDS, newest_first=True,
                                        limit=RECENT_EVENTS * 20, until_seq=snap.seq)
                if fleet_event(e, snap)]
-        return [event(e.as_dict()) for e in evs[:RECENT_EVENTS]]
+        return [event(e) for e in evs[:RECENT_EVENTS]]
 
     return list(snap.derived("recent-events", build))
 
