@@ -271,3 +271,50 @@ def test_the_payload_rule_sees_a_dict_read_and_not_a_method_call(tmp_path: Path)
     src = tmp_path / "m.py"
     src.write_text("def f(ev, r):\n    r.payload()\n    return ev.payload.get('to')\n")
     assert _raw_payload_reads(src) == [3]
+
+
+# report.html's markup comes from Jinja2 templates (report/templates, autoescape on): a page
+# module that escaped by hand again would be one more place to forget a value. Modules of
+# report/ that may call an `escape`, and why:
+ESCAPE_CALLERS = {
+    "report/templates.py": "the template environment's one escaper (html.escape's entities)",
+    "report/redact.py": "re.escape: region names as literal text in a regular expression",
+}
+
+
+def _escape_uses(path: Path) -> list[int]:
+    """Lines of `path` that import or call an `escape` (html.escape, markupsafe.escape,
+    Markup.escape, re.escape, a bare escape). Markup(...) is not one: it is how a section
+    rendered by its own template is handed to the page's template."""
+    tree = ast.parse(path.read_text())
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "escape" for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "escape") or (
+                    isinstance(f, ast.Attribute) and f.attr == "escape"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_report_pages_escape_through_their_templates_only() -> None:
+    offenders = []
+    for path in sorted((SRC / "report").glob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel not in ESCAPE_CALLERS:
+            offenders += [f"{rel}:{line}" for line in _escape_uses(path)]
+    assert not offenders, ("report.html's markup belongs in report/templates (autoescape on), "
+                           f"not escaped by hand: {offenders}")
+    # and no template switches autoescape off for a value
+    for tpl in sorted((SRC / "report" / "templates").glob("*.html")):
+        text = tpl.read_text()
+        assert "|safe" not in text.replace(" ", "") and "autoescape false" not in text, tpl
+
+
+def test_the_escape_rule_sees_a_hand_written_escape(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("from html import escape\nimport markupsafe\n\n"
+                   "def f(x):\n    return escape(x) + markupsafe.escape(x) + x.upper()\n")
+    assert _escape_uses(src) == [1, 5, 5]

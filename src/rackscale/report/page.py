@@ -4,8 +4,9 @@ no network), rendered from the report document alone."""
 from __future__ import annotations
 
 import json
-from html import escape
 from typing import Any
+
+from markupsafe import Markup
 
 from rackscale.provenance import Provenance, basis_text
 from rackscale.report import fmt, plots
@@ -26,6 +27,7 @@ from rackscale.report.recovery import render_recovery
 from rackscale.report.simulation import read_simulation
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
+from rackscale.report.templates import macro
 from rackscale.store import InvalidPayload
 
 CSS = """
@@ -68,33 +70,34 @@ cursor:pointer;color:#0b5394}
 """
 
 
+T = "page.html"
+
+
 def _fmt(n: float) -> str:
     return fmt.count(n)
 
 
-def _basis(b: str) -> str:
-    return f'<span class="basis {basis_class(b)}">{escape(basis_text(b))}</span>'
+def _basis(b: str) -> dict[str, str]:
+    """A basis badge's data (the page.html macro `basis` draws it)."""
+    return {"cls": basis_class(b), "text": basis_text(b)}
+
+
+def _ci(ci: list[float] | None) -> list[str] | None:
+    return [_fmt(ci[0]), _fmt(ci[1])] if ci else None
 
 
 def _ledger(doc: dict[str, Any]) -> str:
     rows = []
     prev = None
     for s in doc["ledger"]:
-        delta = "" if prev is None else _fmt(round(prev - float(s["count"]), 1))
-        lost = "<br>".join(
-            f'{escape(code)}: {_fmt(n)}' for code, n in s["lost"].items() if n)
-        ci = (f'<br><small>95% CI {_fmt(s["ci95"][0])} – {_fmt(s["ci95"][1])}</small>'
-              if s.get("ci95") else "")
-        note = f'<br><span class="notrun">{escape(s["note"])}</span>' if s["note"] else ""
-        rows.append(
-            f'<tr data-step="{escape(s["key"])}"><td>{escape(s["label"])}{note}</td>'
-            f'<td class="num">{_fmt(s["count"])}{ci}</td><td class="num">{delta}</td>'
-            f'<td>{lost or "—"}</td><td>{_basis(s["basis"])} <code>{escape(s["reason"])}</code>'
-            f'<details><summary>source</summary><small>{escape(s["source"])}</small></details>'
-            '</td></tr>')
+        rows.append({"key": s["key"], "label": s["label"], "note": s["note"],
+                     "count": _fmt(s["count"]), "ci": _ci(s.get("ci95")),
+                     "delta": "" if prev is None else _fmt(round(prev - float(s["count"]), 1)),
+                     "lost": [(code, _fmt(n)) for code, n in s["lost"].items() if n],
+                     "basis": _basis(s["basis"]), "reason": s["reason"], "source": s["source"]})
         prev = float(s["count"])
     return table("ledger", ("step", "GPUs", "lost", "lost by reason",
-                            "basis, reason and source"), "".join(rows))
+                            "basis, reason and source"), macro(T, "ledger_rows", rows))
 
 
 def _shapes(doc: dict[str, Any]) -> str:
@@ -102,40 +105,33 @@ def _shapes(doc: dict[str, Any]) -> str:
     shapes = doc.get("job_shapes") or []
     if not shapes:
         return ""
-    rows = []
-    for s in shapes:
-        ci = (f'<br><small>95% CI {_fmt(s["expected_ci95"][0])} – '
-              f'{_fmt(s["expected_ci95"][1])}</small>' if s.get("expected_ci95") else "")
-        mark = " (headline)" if s["headline"] else ""
-        cls = ' class="headline"' if s["headline"] else ""
-        rows.append(
-            f'<tr data-shape="{escape(s["name"])}"{cls}>'
-            f'<td><code>{escape(s["name"])}</code>{escape(mark)}<br><small>'
-            f'{escape(s["label"])}</small></td><td>{escape(s["template"])}</td>'
-            f'<td class="num">{s["gpus_per_job"]:,}</td><td class="num">{s["jobs"]:,}</td>'
-            f'<td class="num">{_fmt(s["certified_gpus"])}</td>'
-            f'<td class="num">{_fmt(s["expected_gpus"])}{ci}</td>'
-            f'<td>{_basis(s["basis"])} {_basis(s["goodput_basis"])}</td></tr>')
+    rows = [{"name": s["name"], "headline": s["headline"], "label": s["label"],
+             "template": s["template"], "gpus_per_job": f'{s["gpus_per_job"]:,}',
+             "jobs": f'{s["jobs"]:,}', "certified": _fmt(s["certified_gpus"]),
+             "expected": _fmt(s["expected_gpus"]), "ci": _ci(s.get("expected_ci95")),
+             "basis": _basis(s["basis"]), "goodput_basis": _basis(s["goodput_basis"])}
+            for s in shapes]
     return (table("job-shapes", ("job shape", "rack template", "GPUs per job", "jobs that fit",
                                  "certified GPUs", "expected under failures",
-                                 "basis (certified, goodput)"), "".join(rows),
+                                 "basis (certified, goodput)"), macro(T, "shape_rows", rows),
                   caption="Job shapes side by side: certified GPUs and expected goodput for "
                   "each kind of job, from the same evidence")
-            + '<p class="sub">A domain shape needs its NVLink domain free of domain-wide '
-            'findings and its certify.result passed; the "trays out" shapes run on the '
-            'healthy trays of such a domain. Tray shapes count whole healthy trays (nodes) '
-            'whose certify.result passed. Expected goodput applies the simulated ETTR of the '
-            'latest simulation to every shape.</p>')
+            + macro(T, "shapes_note"))
 
 
 EVIDENCE_KEYS = ("value", "unit", "rel", "reference", "baseline", "flow_lpm", "required_lpm")
 
 
-def _evidence(ev: dict[str, Any]) -> str:
-    """The headline numbers of a finding's evidence, the whole of it folded below."""
+def _finding(f: dict[str, Any]) -> dict[str, Any]:
+    """A finding's row: the headline numbers of its evidence, the whole of it folded below."""
+    ev = f["evidence"]
     head = "; ".join(f"{k} {_num(ev[k])}" for k in EVIDENCE_KEYS if k in ev) or "evidence"
-    body = escape(json.dumps(ev, separators=(", ", ": "), default=str))
-    return f"<details><summary>{escape(head)}</summary><pre>{body}</pre></details>"
+    return {"component": f["component"], "kind": f["kind"], "stage": str(f["stage"]),
+            "verdict": str(f["verdict"]), "confidence": _num(f["confidence"]),
+            "action": f["action"], "rule": f["rule"], "affected_gpus": f["affected_gpus"],
+            "dropped_gpus": f["dropped_gpus"],
+            "basis": _basis((Provenance.parse(f["backend"]) or Provenance.TWIN).basis),
+            "head": head, "evidence": json.dumps(ev, separators=(", ", ": "), default=str)}
 
 
 def _findings(doc: dict[str, Any]) -> str:
@@ -145,22 +141,14 @@ def _findings(doc: dict[str, Any]) -> str:
         return '<p id="findings">the latest certification run found no faults</p>'
     ordered = sorted(doc["findings"], key=lambda f: (-f["dropped_gpus"], f["component"]))
     shown = ordered[:FINDINGS_SHOWN]
-    rows = "".join(
-        f'<tr><td><code>{escape(f["component"])}</code></td><td>{escape(f["kind"])}</td>'
-        f'<td>{escape(str(f["stage"]))}</td><td>{escape(str(f["verdict"]))}</td>'
-        f'<td class="num">{escape(_num(f["confidence"]))}</td><td>{escape(f["action"])}: '
-        f'{escape(f["rule"])}</td><td class="num">{f["affected_gpus"]} / {f["dropped_gpus"]}</td>'
-        f'<td>{_basis((Provenance.parse(f["backend"]) or Provenance.TWIN).basis)}</td>'
-        f'<td>{_evidence(f["evidence"])}</td></tr>'
-        for f in shown)
     more = "" if len(shown) == len(ordered) else (
         f" (the {len(shown)} that drop the most GPUs; all {len(ordered):,} are in report.json)")
-    opened = " open" if len(ordered) <= 12 else ""
-    return (finding_groups(doc) + f'<details id="findings-all"{opened}>'
-            f'<summary>every finding with its evidence{escape(more)}</summary>'
-            + table("findings", ("component", "kind", "stage", "verdict", "confidence",
-                                 "ledger rule", "GPUs affected / dropped at this step",
-                                 "basis", "evidence"), rows) + "</details>")
+    rows = table("findings", ("component", "kind", "stage", "verdict", "confidence",
+                              "ledger rule", "GPUs affected / dropped at this step",
+                              "basis", "evidence"),
+                 macro(T, "finding_rows", [_finding(f) for f in shown]))
+    return finding_groups(doc) + macro(T, "findings_all", len(ordered) <= 12, more,
+                                       Markup(rows))
 
 
 def _goodput(doc: dict[str, Any]) -> str:
@@ -170,8 +158,7 @@ def _goodput(doc: dict[str, Any]) -> str:
                 + _sweep(doc, {}))
     run = read_simulation(sim["payload"])
     if isinstance(run, InvalidPayload):
-        return (f'<p class="notrun" id="goodput">simulate.run (event seq {sim["seq"]}) is not '
-                f'applied: {escape(str(run))}</p>' + _sweep(doc, {}))
+        return macro(T, "simulation_invalid", sim["seq"], str(run), Markup(_sweep(doc, {})))
     found = failure_goodput(run)
     ettr = "no ETTR in the run" if found is None else (
         fmt.number(found[0]) + ("" if found[1] is None else
@@ -189,17 +176,14 @@ def _goodput(doc: dict[str, Any]) -> str:
              ("Young / Daly interval (min)", f"{_num(run.young_min)} / {_num(run.daly_min)}"),
              ("failure model", run.failure_model), ("seed", run.seed),
              ("run", f'{run.run_id} (event seq {sim["seq"]})')]
-    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts)
-    # A run may carry its own sweep (`sweep` beside the contract's fields, docs/contracts.md).
-    imgs = _sweep(doc, {"sweep": (run.model_extra or {}).get("sweep")})
-    lost = plots.lost_hours(run.lost_hours_by_cause)
-    if lost:
-        imgs += f'<img class="plot" alt="hours lost by cause" src="data:image/png;base64,{lost}">'
     causes = run.interruptions_by_cause
-    extra = ("<p>interruptions per run by cause: " + escape(", ".join(
-        f"{k} {_num(v)}" for k, v in causes.items())) + "</p>") if causes else ""
-    return (f'<p>{_basis("simulated")} digital-twin simulation; every figure here is '
-            f'simulated.</p><table id="goodput">{rows}</table>{extra}{imgs}')
+    return macro(T, "goodput", {
+        "basis": _basis("simulated"), "facts": facts,
+        "causes": ", ".join(f"{k} {_num(v)}" for k, v in causes.items()) if causes else "",
+        # A run may carry its own sweep (`sweep` beside the contract's fields,
+        # docs/contracts.md).
+        "sweep": Markup(_sweep(doc, {"sweep": (run.model_extra or {}).get("sweep")})),
+        "lost": plots.lost_hours(run.lost_hours_by_cause)})
 
 
 def _sweep(doc: dict[str, Any], run: dict[str, Any]) -> str:
@@ -212,17 +196,17 @@ def _sweep(doc: dict[str, Any], run: dict[str, Any]) -> str:
     if not img:
         return ('<p class="notrun" id="sweep">no policy sweep recorded: run `rackscale simulate '
                 'sweep --record`</p>')
-    text = ""
-    if recorded:
-        best = sw.get("optimum") or {}
-        ettr = (best.get("ettr") or {}).get("mean")
-        text = (f'<p id="sweep-optimum">sweep of {escape(str(sw.get("param")))} over '
-                f'{escape(", ".join(_num(v) for v in sw.get("values") or []))} (event seq '
-                f'{rec["seq"]}, {sw.get("job_gpus")} GPUs, {sw.get("trials")} trials): optimum '
-                f'{escape(_num(best.get("value")))} with ETTR {escape(_num(ettr))}; Young / Daly '
-                f'interval {_num(sw.get("young_min"))} / {_num(sw.get("daly_min"))} min</p>')
-    return (text + f'<img class="plot" id="sweep" alt="ETTR by policy" '
-            f'src="data:image/png;base64,{img}">')
+    if not recorded:
+        # a sweep carried inside the simulate.run: the plot alone, no optimum line
+        return macro(T, "sweep", {"img": img, "recorded": False})
+    best = sw.get("optimum") or {}
+    return macro(T, "sweep", {
+        "img": img, "param": str(sw.get("param")), "seq": rec["seq"],
+        "over": ", ".join(_num(v) for v in sw.get("values") or []),
+        "job_gpus": sw.get("job_gpus"), "trials": sw.get("trials"),
+        "recorded": True, "optimum": _num(best.get("value")),
+        "ettr": _num((best.get("ettr") or {}).get("mean")),
+        "young": _num(sw.get("young_min")), "daly": _num(sw.get("daly_min"))})
 
 
 def _num(v: Any) -> str:
@@ -230,11 +214,8 @@ def _num(v: Any) -> str:
 
 
 def _method(doc: dict[str, Any]) -> str:
-    rows = "".join(f'<tr><td>{escape(m["step"])}</td><td>{escape(m["how"])}</td>'
-                   f'<td>{_basis(m["basis"])}</td><td><small>{escape(m["source"])}</small></td>'
-                   '</tr>' for m in doc["method"])
-    reasons = "".join(f"<tr><td><code>{escape(k)}</code></td><td>{escape(v)}</td></tr>"
-                      for k, v in doc["reasons"].items())
+    rows = macro(T, "method_rows", [m | {"basis": _basis(m["basis"])} for m in doc["method"]])
+    reasons = macro(T, "reason_rows", list(doc["reasons"].items()))
     return (table("method", ("step", "how it is obtained", "basis", "inputs"), rows)
             + table("reason-codes", ("reason code", "what it means"), reasons,
                     caption="reason codes"))
@@ -244,63 +225,36 @@ def _summary(doc: dict[str, Any]) -> str:
     """The headline: what survives, for which job shape (named), and what it rests on."""
     fleet, ledger = doc["fleet"], doc["ledger"]
     final = ledger[-1]
-    cert = next(s for s in ledger if s["key"] == "certified")
-    shape = doc["job_shape"]
     row = next((s for s in doc.get("job_shapes") or [] if s["headline"]), None)
-    what = f' ({escape(row["label"])})' if row else ""
     others = [s for s in doc.get("job_shapes") or [] if not s["headline"]]
     best = max(others, key=lambda s: s["expected_gpus"], default=None)
-    also = "" if best is None else (
-        f' Other shapes: up to <b>{_fmt(best["expected_gpus"])}</b> expected for '
-        f'<code>{escape(best["name"])}</code> ({escape(best["label"])}); see job shapes.')
     cert_run = doc["certification"]
-    cert_line = "certification not run" if cert_run["status"] == "not_run" else (
-        f'certify run {escape(str(cert_run["payload"].get("run_id")))} on backend '
-        f'{escape(str(cert_run["payload"].get("backend")))}, seed '
-        f'{escape(str(cert_run["payload"].get("seed")))}, faults file '
-        f'{escape(str(cert_run["payload"].get("faults_file")))}')
-    warn = "".join(f'<div class="warn">{escape(w)}</div>' for w in doc["warnings"])
-    return (f'<header id="summary"><h1>Usable capacity of {escape(fleet["fleet"])}</h1>'
-            f'<p class="sub" id="headline">{fleet["headline_gpus"]:,} headline GPUs in '
-            f'{fleet["racks"]:,} racks, {fleet["regions"]} regions → <b>{_fmt(cert["count"])}'
-            f'</b> certified for job shape <b><code>{escape(shape["name"])}</code></b>{what} '
-            f'→ <b>{_fmt(final["count"])}</b> expected after failures '
-            f'({_basis(final["basis"])}).{also}<br>{cert_line}. Store {escape(doc["store"])}, '
-            f'events up to seq {doc["last_event_seq"]}, generated '
-            f'{escape(doc["generated_at"][:19])} UTC.</p>{warn}</header>')
+    return macro(T, "summary", {
+        "fleet": fleet["fleet"], "headline_gpus": f'{fleet["headline_gpus"]:,}',
+        "racks": f'{fleet["racks"]:,}', "regions": fleet["regions"],
+        "certified": _fmt(next(s for s in ledger if s["key"] == "certified")["count"]),
+        "shape": doc["job_shape"]["name"], "shape_label": row["label"] if row else None,
+        "expected": _fmt(final["count"]), "basis": _basis(final["basis"]),
+        "best": None if best is None else best | {"expected": _fmt(best["expected_gpus"])},
+        "cert": None if cert_run["status"] == "not_run" else {
+            k: str(cert_run["payload"].get(k)) for k in ("run_id", "backend", "seed",
+                                                          "faults_file")},
+        "store": doc["store"], "last_event_seq": doc["last_event_seq"],
+        "generated": doc["generated_at"][:19], "warnings": doc["warnings"]})
 
 
 def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) -> str:
-    """`statement`: the signature and verification status shown with the bundle hash."""
-    fleet = doc["fleet"]
-    wf = plots.waterfall(doc["ledger"])
+    """`statement`: the signature and verification status shown with the bundle hash. Every
+    section arrives as HTML (Markup) from its own template; page.html places them."""
     groups = rack_groups(doc)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>rackscale usable capacity: {escape(fleet["fleet"])}</title>
-<style>{CSS}{FLEET_CSS}{palette_css()}</style></head>
-<body><main>
-{_summary(doc)}
-{statement_html(doc, statement)}
-<section aria-label="overview"><div class="overview"><div class="card">
-<img class="plot" id="waterfall" alt="ledger waterfall: GPUs left after each step, losses stacked
-above each bar" src="data:image/png;base64,{wf}"></div>
-<div class="card"><h2 style="margin-top:0;font-size:16px">Fleet map</h2>{overview(groups)}</div>
-</div></section>
-<section><h2>Ledger: from headline to usable</h2>{_ledger(doc)}</section>
-<section><h2>Job shapes</h2>{_shapes(doc)}</section>
-{changes_section(doc)}
-<section><h2>Rack map (lifecycle state, findings)</h2><div class="card">
-{rack_map(doc, groups)}</div></section>
-<section><h2>Findings</h2>{_findings(doc)}</section>
-<section><h2>Certification coverage</h2>{coverage(doc)}</section>
-<section><h2>Lifecycle events</h2>{lifecycle(doc)}</section>
-<section><h2>ETTR and goodput</h2>{_goodput(doc)}</section>
-<section><h2>Storage: what the local cache and replication buy</h2>
-{render_storage(doc.get("storage") or {})}</section>
-<section><h2>Recovery: incidents of supervised jobs</h2>
-{render_recovery(doc.get("recovery") or {})}</section>
-<section><h2>Method</h2>{_method(doc)}</section>
-</main></body></html>
-"""
+    sections = {
+        "summary": _summary(doc), "statement": statement_html(doc, statement),
+        "overview": overview(groups), "ledger": _ledger(doc), "shapes": _shapes(doc),
+        "changes": changes_section(doc), "rack_map": rack_map(doc, groups),
+        "findings": _findings(doc), "coverage": coverage(doc), "lifecycle": lifecycle(doc),
+        "goodput": _goodput(doc), "storage": render_storage(doc.get("storage") or {}),
+        "recovery": render_recovery(doc.get("recovery") or {}), "method": _method(doc)}
+    return macro(T, "page", {name: Markup(html) for name, html in sections.items()} | {
+        "fleet": doc["fleet"]["fleet"], "waterfall": plots.waterfall(doc["ledger"]),
+        # our own style sheet: HTML already (its `>` selectors must stay as they are)
+        "css": Markup(CSS + FLEET_CSS + palette_css())})

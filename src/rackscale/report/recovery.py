@@ -12,12 +12,12 @@ events of the evidence bundle, so a verifier recomputes it.
 from __future__ import annotations
 
 import statistics
-from html import escape
 from typing import Any
 
 from rackscale.incidents import BADPUT_BUCKETS as BUCKETS
 from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.incidents import incident_row
+from rackscale.report.templates import macro
 
 # The phases the page's table shows (every phase is in report.json's rows).
 TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "downtime_s")
@@ -43,27 +43,21 @@ def _s(v: Any) -> str:
     return "—" if v is None else f"{float(v):.3f}"
 
 
+def _incident(r: dict[str, Any]) -> dict[str, Any]:
+    return {"job": r["job"], "attempt": r["attempt"], "symptom": r["symptom"],
+            "component": r["component"], "times": [_s(r[k]) for k in TIMES],
+            "work_lost_steps": r["work_lost_steps"], "lost_work": _s(r["badput_s"]["lost_work"]),
+            "outcome": r["outcome"]}
+
+
 def render_recovery(section: dict[str, Any]) -> str:
-    """HTML of the section; its figures are all measured, and it says where."""
+    """HTML of the section (templates/recovery.html); its figures are all measured, and it
+    says where."""
     if section.get("status") != "measured":
         return ('<p class="notrun" id="recovery">no recovery incident recorded: run a job '
                 'under `rackscale job run --db ...` (or `rackscale job train-demo`)</p>')
-    rows = "".join(
-        f"<tr><th>{escape(str(r['job']))} #{escape(str(r['attempt']))}</th>"
-        f"<td>{escape(str(r['symptom']))}</td><td>{escape(str(r['component']))}</td>"
-        + "".join(f"<td>{_s(r[k])}</td>" for k in TIMES)
-        + f"<td>{escape(str(r['work_lost_steps']))} ({_s(r['badput_s']['lost_work'])} s)</td>"
-        f"<td>{escape(str(r['outcome']))}</td></tr>"
-        for r in section["incidents"])
-    heads = "".join(f"<th>{escape(k.removesuffix('_s').replace('_', ' '))} (s)</th>"
-                    for k in TIMES)
-    badput = "".join(f"<tr><th>{escape(b.replace('_', ' '))}</th><td>{_s(v)}</td></tr>"
-                     for b, v in section["badput_s"].items())
-    where = "; ".join(escape(h) for h in section["hosts"])
-    return (f'<p><span class="basis b-measured">measured (real)</span> {where}; '
-            f'{len(section["incidents"])} incidents, median restart cost (fault to the job '
-            f'running again) {_s(section["median_restart_cost_s"])} s.</p>'
-            f'<table id="recovery-incidents"><tr><th>job #attempt</th><th>symptom</th>'
-            f'<th>excluded</th>{heads}<th>work lost steps</th><th>outcome</th></tr>{rows}'
-            f'</table><table id="recovery-badput"><tr><th>badput bucket</th>'
-            f'<th>seconds (measured)</th></tr>{badput}</table>')
+    return macro("recovery.html", "recovery", {
+        "where": "; ".join(section["hosts"]), "median": _s(section["median_restart_cost_s"]),
+        "heads": [k.removesuffix("_s").replace("_", " ") for k in TIMES],
+        "incidents": [_incident(r) for r in section["incidents"]],
+        "badput": [(b.replace("_", " "), _s(v)) for b, v in section["badput_s"].items()]})

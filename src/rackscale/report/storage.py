@@ -7,9 +7,9 @@ which figures were measured (the storage profile) and which simulated (everythin
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from rackscale.report.templates import macro
 from rackscale.store import Event, SimulateStorageWhatifV1
 
 
@@ -53,42 +53,30 @@ def _ci(v: Any, fmt: str = ",.0f") -> str:
     return format(v["mean"], fmt) + ("" if ci is None else f" ± {format(ci, fmt)}")
 
 
+def _setup(name: str, s: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "interval": s["optimal_interval_min"],
+            "ettr": _ci(s["optimal_ettr"], ".4f"), "young": _ci({"mean": s["young_min"]}, ".1f"),
+            "daly": _ci({"mean": s["daly_min"]}, ".1f"),
+            "lost": _ci(s["lost_gpu_hours_at_reference"])}
+
+
 def render_storage(section: dict[str, Any]) -> str:
-    """HTML of the section; every table says whether its figures are measured or simulated."""
+    """HTML of the section (templates/storage.html); every table says whether its figures
+    are measured or simulated."""
     if section.get("status") != "ran":
         # `checkpoint profile --out` takes a directory and writes storage-profile.json in it.
         return ('<p class="notrun" id="storage">no storage what-if recorded: run `rackscale '
                 'checkpoint profile --out rackscale-data`, then `rackscale simulate '
                 'storage-whatif --storage rackscale-data/storage-profile.json --record`</p>')
-    price = section.get("gpu_hour_price")
-    buys = "".join(
-        f"<tr><th>{escape(what)}</th><td>{_ci(v.get('gpu_hours'))}</td>"
-        f"<td>{_ci(v.get('money'))}</td></tr>"
-        for what, v in section["buys_per_month"].items())
-    setups = "".join(
-        f"<tr><th>{escape(name)}</th><td>{escape(str(s['optimal_interval_min']))}</td>"
-        f"<td>{_ci(s['optimal_ettr'], '.4f')}</td>"
-        f"<td>{_ci({'mean': s['young_min']}, '.1f')} / {_ci({'mean': s['daly_min']}, '.1f')}"
-        f"</td><td>{_ci(s['lost_gpu_hours_at_reference'])}</td></tr>"
-        for name, s in section["setups"].items())
-    measured = "".join(f"<tr><th>{escape(k)}</th><td>{v:.3f}</td></tr>"
-                       for k, v in section["measured"]["figures"].items()
-                       if isinstance(v, int | float))
-    assumed = ", ".join(f"{escape(k)} {escape(str(v))}" for k, v in
-                        section["assumptions"].items())
-    ref = section["reference_interval_min"]
-    return (
-        '<p><span class="basis b-simulated">simulated (twin)</span> '
-        f'{escape(str(section["job_gpus"]))} GPUs, {escape(str(section["trials"]))} trials '
-        f'of {escape(str(section["days"]))} days, '
-        f'same failures in every setup; priced at {escape(str(price))} per GPU-hour, checkpoint '
-        f'every {escape(str(ref))} min.</p>'
-        f'<table id="storage-buys"><tr><th>what it buys per 30-day month</th>'
-        f'<th>GPU-hours ± 95% CI</th><th>money ± 95% CI</th></tr>{buys}</table>'
-        f'<table id="storage-setups"><tr><th>setup</th><th>best interval (min)</th>'
-        f'<th>ETTR there</th><th>Young / Daly (min)</th><th>lost GPU-h at {escape(str(ref))}'
-        f' min</th></tr>{setups}</table>'
-        f'<p><span class="basis b-measured">measured (real)</span> '
-        f'{escape(str(section["measured"]["basis"]))}; assumptions: {assumed or "none"}.</p>'
-        f'<table id="storage-measured"><tr><th>storage figure (s, at the job\'s share)</th>'
-        f'<th>value</th></tr>{measured}</table>')
+    return macro("storage.html", "storage", {
+        "job_gpus": section["job_gpus"], "trials": section["trials"], "days": section["days"],
+        "price": section.get("gpu_hour_price"), "ref": section["reference_interval_min"],
+        "buys": [{"what": what, "gpu_hours": _ci(v.get("gpu_hours")), "money": _ci(v.get("money"))}
+                 for what, v in section["buys_per_month"].items()],
+        "setups": [_setup(name, s) for name, s in section["setups"].items()],
+        "basis": section["measured"]["basis"],
+        # the assumptions are one line of text; joined here (a template's join would escape
+        # to other entities than the page's)
+        "assumed": ", ".join(f"{k} {v}" for k, v in section["assumptions"].items()),
+        "measured": [(k, f"{v:.3f}") for k, v in section["measured"]["figures"].items()
+                     if isinstance(v, int | float)]})
