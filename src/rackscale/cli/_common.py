@@ -32,7 +32,7 @@ JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON ins
 # (tests/cli/test_option_names.py holds every command to that table).
 FleetOption = typer.Option(
     None, "--fleet", metavar="SPEC", show_default=False,
-    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504). Default: the "
+    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504, lab). Default: the "
     "fleet loaded in the store (--db).")
 
 
