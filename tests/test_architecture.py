@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -271,3 +272,30 @@ def test_the_payload_rule_sees_a_dict_read_and_not_a_method_call(tmp_path: Path)
     src = tmp_path / "m.py"
     src.write_text("def f(ev, r):\n    r.payload()\n    return ev.payload.get('to')\n")
     assert _raw_payload_reads(src) == [3]
+
+
+def _pyproject_layers() -> list[set[str]]:
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c["layers"] for c in conf["tool"]["importlinter"]["contracts"]
+                 if c["id"] == "layers"]
+    return [{m.strip().removeprefix("rackscale.") for m in line.split("|")} for line in layers]
+
+
+def test_contracts_md_gives_the_import_contracts_layers() -> None:
+    """docs/contracts.md's list of rooms, top to bottom, is pyproject's `layers` contract."""
+    text = (ROOT / "docs" / "contracts.md").read_text(encoding="utf-8")
+    section = text.split("## Imports between rooms\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```\n", 2)[1]
+    shown = [{room.strip() for room in line.split("|")} for line in block.splitlines()]
+    assert shown == _pyproject_layers()
+
+
+def test_testing_md_lists_every_test_folder() -> None:
+    text = (ROOT / "TESTING.md").read_text(encoding="utf-8")
+    listed = text.split("`tests/` has one folder per room of `src/rackscale/` (", 1)[1]
+    listed = listed.split(")", 1)[0]
+    folders = {p.name for p in (ROOT / "tests").iterdir()
+               if p.is_dir() and any(p.glob("test_*.py"))}
+    assert set(re.findall(r"`(\w+)`", listed)) == folders
