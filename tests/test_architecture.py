@@ -53,6 +53,8 @@ def test_import_contract_holds() -> None:
     ("certify/ladder.py", "from rackscale.lifecycle import Controller", "rooms depend one way"),
     # the simulator sees fleet and faults only, though it sits above the store in the table
     ("simulate/engine.py", "from rackscale.store import Store", "see only fleet and faults"),
+    # the lab too, its __init__ included (the contract's source module is the whole room)
+    ("lab/__init__.py", "from rackscale.store import Store", "see only fleet and faults"),
     # a room's public API is its __init__
     ("cli/fleet.py", "from rackscale.fleet.topology import Topology", "through its __init__"),
 ])
@@ -299,3 +301,13 @@ def test_testing_md_lists_every_test_folder() -> None:
     folders = {p.name for p in (ROOT / "tests").iterdir()
                if p.is_dir() and any(p.glob("test_*.py"))}
     assert set(re.findall(r"`(\w+)`", listed)) == folders
+
+
+def test_no_source_file_points_at_pages_users_lack() -> None:
+    """DESIGN.md and NUMBERS.md are not shipped: no message, docstring or packaged file of
+    src/, nor pyproject.toml, may send a reader there."""
+    files = [ROOT / "pyproject.toml", *(p for p in (ROOT / "src").rglob("*")
+                                        if p.is_file() and "__pycache__" not in p.parts)]
+    named = [f"{p.relative_to(ROOT)}: {word}" for p in files for word in ("DESIGN.md", "NUMBERS.md")
+             if word.encode() in p.read_bytes()]
+    assert len(files) > 100 and not named, named
