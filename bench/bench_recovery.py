@@ -105,7 +105,7 @@ def _run_rackscale(root: Path, steps: int, persistent: bool, warm: bool) -> dict
     for k in ("RACKSCALE_CKPT_CONFIG", "RACKSCALE_JOB_DIR", "RACKSCALE_RESUME"):
         env.pop(k)  # the supervisor sets them per rank
     t0 = time.perf_counter()
-    p = subprocess.run([PY, "-m", "rackscale", "job", "run", "--gpus", "2", "--spares", "1",
+    p = subprocess.run([PY, "-m", "rackscale", "job", "run", "--job-gpus", "2", "--spares", "1",
                         "--ckpt-every", "5", "--job-dir", str(job), "--max-restarts", "2",
                         *(["--warm"] if warm else []), "--json", "--", PY,
                         *_trainer(job, steps, persistent)], env=env,

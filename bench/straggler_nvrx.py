@@ -40,7 +40,7 @@ def record(root: Path, env: dict[str, str], steps: int, slow: bool) -> list[list
     job = root / f"straggler-{'slow' if slow else 'clean'}"
     extra = ["--slow-slot", SLOW_SLOT, "--slow-factor", "1.5", "--slow-from", str(SLOW_FROM)] \
         if slow else []
-    p = subprocess.run([sys.executable, "-m", "rackscale", "job", "run", "--gpus", "2",
+    p = subprocess.run([sys.executable, "-m", "rackscale", "job", "run", "--job-gpus", "2",
                         "--ckpt-every", str(steps), "--job-dir", str(job), "--straggler-steps",
                         "1000000", "--json", "--", sys.executable, "-m",
                         "rackscale.recovery.trainer", "--steps", str(steps), "--job-dir",

@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,8 @@ def test_import_contract_holds() -> None:
     ("certify/ladder.py", "from rackscale.lifecycle import Controller", "rooms depend one way"),
     # the simulator sees fleet and faults only, though it sits above the store in the table
     ("simulate/engine.py", "from rackscale.store import Store", "see only fleet and faults"),
+    # the lab too, its __init__ included (the contract's source module is the whole room)
+    ("lab/__init__.py", "from rackscale.store import Store", "see only fleet and faults"),
     # a room's public API is its __init__
     ("cli/fleet.py", "from rackscale.fleet.topology import Topology", "through its __init__"),
 ])
@@ -318,3 +321,40 @@ def test_the_escape_rule_sees_a_hand_written_escape(tmp_path: Path) -> None:
     src.write_text("from html import escape\nimport markupsafe\n\n"
                    "def f(x):\n    return escape(x) + markupsafe.escape(x) + x.upper()\n")
     assert _escape_uses(src) == [1, 5, 5]
+
+
+def _pyproject_layers() -> list[set[str]]:
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c["layers"] for c in conf["tool"]["importlinter"]["contracts"]
+                 if c["id"] == "layers"]
+    return [{m.strip().removeprefix("rackscale.") for m in line.split("|")} for line in layers]
+
+
+def test_contracts_md_gives_the_import_contracts_layers() -> None:
+    """docs/contracts.md's list of rooms, top to bottom, is pyproject's `layers` contract."""
+    text = (ROOT / "docs" / "contracts.md").read_text(encoding="utf-8")
+    section = text.split("## Imports between rooms\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```\n", 2)[1]
+    shown = [{room.strip() for room in line.split("|")} for line in block.splitlines()]
+    assert shown == _pyproject_layers()
+
+
+def test_testing_md_lists_every_test_folder() -> None:
+    text = (ROOT / "TESTING.md").read_text(encoding="utf-8")
+    listed = text.split("`tests/` has one folder per room of `src/rackscale/` (", 1)[1]
+    listed = listed.split(")", 1)[0]
+    folders = {p.name for p in (ROOT / "tests").iterdir()
+               if p.is_dir() and any(p.glob("test_*.py"))}
+    assert set(re.findall(r"`(\w+)`", listed)) == folders
+
+
+def test_no_source_file_points_at_pages_users_lack() -> None:
+    """DESIGN.md and NUMBERS.md are not shipped: no message, docstring or packaged file of
+    src/, nor pyproject.toml, may send a reader there."""
+    files = [ROOT / "pyproject.toml", *(p for p in (ROOT / "src").rglob("*")
+                                        if p.is_file() and "__pycache__" not in p.parts)]
+    named = [f"{p.relative_to(ROOT)}: {word}" for p in files for word in ("DESIGN.md", "NUMBERS.md")
+             if word.encode() in p.read_bytes()]
+    assert len(files) > 100 and not named, named

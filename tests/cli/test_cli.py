@@ -63,6 +63,22 @@ def test_fleet_show_table_and_errors(tmp_path: Path) -> None:
     assert not db.exists()  # asking which fleet is loaded creates no database
 
 
+def test_the_lab_fleet_is_a_built_in_name(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--fleet lab` is the fleet `lab up` builds by default: a user has no lab.yaml file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lab").mkdir()  # a directory of that name does not hide the built-in fleet
+    res = runner.invoke(app, ["fleet", "show", "--fleet", "lab", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["fleet"] == "minilab" and data["headline_gpus"] == 8
+    res = runner.invoke(app, ["fleet", "show", "--fleet", "nope"])
+    assert res.exit_code == 2 and "built-in fleets: seed-504, lab" in res.output
+    docs = Path(__file__).parents[2] / "docs"
+    for page in docs.glob("*.md"):
+        assert "--fleet lab.yaml" not in page.read_text(encoding="utf-8"), page.name
+
+
 def test_fleet_path_and_affects() -> None:
     fleet = ["--fleet", "seed-504"]
     res = runner.invoke(app, ["fleet", "path", "us-east/r01/c01/gpu0", "us-east/r01/c02/gpu1",

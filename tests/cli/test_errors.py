@@ -341,7 +341,7 @@ def test_job_run_records_in_the_default_store_and_incidents_says_where_it_looked
     res = cli("job", "incidents", cwd=tmp_path, env={"RACKSCALE_DB": ""})
     assert res.returncode == 0, res.stderr
     assert "no recovery incidents in the store sqlite:///rackscale-data/rackscale.db" in \
-        res.stdout and "rackscale job run --gpus 2 --spares 1" in res.stdout
+        res.stdout and "rackscale job run --job-gpus 2 --spares 1" in res.stdout
     res = cli("job", "incidents", "--job-dir", "rackscale-data/jobs/job", cwd=tmp_path)
     assert "no recovery incidents in rackscale-data/jobs/job/incidents.jsonl" in res.stdout
 

@@ -65,6 +65,7 @@ def test_keygen_sign_verify_round_trip(unsigned: Bundle, tmp_path: Path) -> None
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["verified"] is True and out["first_problem"] is None
+    assert {(c["status"], c["ok"]) for c in out["checks"]} == {("ok", True)}
     assert ">verified</b>" in (unsigned.dir / "report.html").read_text()
 
     doc = json.loads((unsigned.dir / "report.json").read_text())
@@ -76,6 +77,8 @@ def test_keygen_sign_verify_round_trip(unsigned: Bundle, tmp_path: Path) -> None
     r = rs("report", "verify", str(unsigned.dir), "--pubkey", f"{key}.pub", "--json",
            cwd=tmp_path)
     assert r.returncode == 1 and json.loads(r.stdout)["verified"] is False
+    recompute = [c for c in json.loads(r.stdout)["checks"] if c["check"] == "recompute"]
+    assert [(c["status"], c["ok"]) for c in recompute] == [("fail", False)]
 
 
 def test_bad_input_exits_2_without_a_traceback(unsigned: Bundle, tmp_path: Path) -> None:
@@ -128,8 +131,25 @@ def test_a_check_not_run_is_printed_as_skip_not_ok(capsys: pytest.CaptureFixture
 
     v = Verification(bundle="b", root="r", key_id="k")
     v.add("signature", None, "valid")
-    v.add("disclosure schema", None, "not checked (jsonschema is not installed)")
+    v.skip("disclosure schema", "jsonschema is not installed")
     print_verification(v)
     out = capsys.readouterr().out
     assert "ok   signature: valid" in out
     assert "skip disclosure schema: not checked" in out and "ok   disclosure" not in out
+
+
+def test_a_check_not_run_is_a_skip_in_json_not_ok() -> None:
+    """`report verify --json`: a skipped check says `skip` and is not `ok`; it fails nothing."""
+    from rackscale.report.verify import Verification
+
+    v = Verification(bundle="b", root="r", key_id="k")
+    v.add("signature", None, "valid")
+    v.skip("disclosure schema", "jsonschema is not installed")
+    checks = {c["check"]: c for c in v.as_dict()["checks"]}
+    assert checks["signature"]["status"] == "ok" and checks["signature"]["ok"] is True
+    skipped = checks["disclosure schema"]
+    assert skipped["status"] == "skip" and skipped["ok"] is False
+    assert skipped["detail"] == "not checked (jsonschema is not installed)"
+    assert v.as_dict()["verified"] is True and v.first_problem is None
+    v.add("recompute", "ledger step 2 differs", "")
+    assert v.as_dict()["checks"][-1]["status"] == "fail" and v.ok is False

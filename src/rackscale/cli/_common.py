@@ -32,7 +32,7 @@ JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON ins
 # (tests/cli/test_option_names.py holds every command to that table).
 FleetOption = typer.Option(
     None, "--fleet", metavar="SPEC", show_default=False,
-    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504). Default: the "
+    help="Fleet spec YAML file, or the name of a built-in fleet (seed-504, lab). Default: the "
     "fleet loaded in the store (--db).")
 
 
@@ -100,7 +100,61 @@ def _wants_json(ctx: Any) -> bool:
     return "--json" in args
 
 
-class RackscaleGroup(TyperGroup):
+# Options renamed to one name per concept or to carry their unit: old spelling -> new. A
+# command that has the new name still takes the old one: it is not shown by --help, and using it
+# prints a note naming the new one (stderr). docs/cli.md lists them under "Old option names".
+RENAMED_OPTIONS: dict[str, str] = {
+    "--checkpoints": "--config",
+    "--gpus": "--job-gpus",
+    "--ckpt-interval": "--ckpt-interval-min",
+    "--ckpt-cost": "--ckpt-cost-s",
+    "--restart": "--restart-min",
+    "--detect": "--detect-min",
+    "--straggler-detect": "--straggler-detect-min",
+    "--rack-repair": "--rack-repair-h",
+    "--region-outage": "--region-outage-h",
+    "--intervals": "--intervals-min",
+    "--period": "--period-s",
+    "--duration": "--duration-min",
+}
+
+
+def renamed_args(cmd: Any, args: list[str]) -> list[str]:
+    """`args` of command `cmd` with each old option name (RENAMED_OPTIONS) that `cmd` has under
+    its new name spelled the new way; values and everything after `--` stay as they are."""
+    params = {name: p for p in cmd.params
+              for name in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+    out: list[str] = []
+    rest = iter(args)
+    for token in rest:
+        if token == "--":
+            out += [token, *rest]
+            break
+        name, eq, value = token.partition("=")
+        new = RENAMED_OPTIONS.get(name)
+        if new is not None and new in params and name not in params:
+            err_console.print(f"note: {name} is now {new} (the old name still works)",
+                              markup=False, highlight=False)
+            name, token = new, new + eq + value
+        out.append(token)
+        p = params.get(name)
+        if (p is not None and p.param_type_name == "option" and not eq
+                and not getattr(p, "is_flag", False) and not getattr(p, "count", False)):
+            out += [] if (its := next(rest, None)) is None else [its]  # its value, as is
+    return out
+
+
+class RenamingGroup(TyperGroup):
+    """A command group whose commands still take their options' old names (renamed_args)."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not isinstance(cmd, TyperGroup):
+            rest = renamed_args(cmd, rest)
+        return name, cmd, rest
+
+
+class RackscaleGroup(RenamingGroup):
     """Root command group: a UserError anywhere below becomes a message and exit code 2.
     With `--json`, the message is also a JSON object on stdout, so a script always parses."""
 
@@ -195,4 +249,5 @@ def _check_writable_dir(d: Path, option: str, target: Path) -> None:
 
 def noun(help_text: str) -> typer.Typer:
     """A sub-command group (a noun of the tree) with the project's defaults."""
-    return typer.Typer(help=help_text, no_args_is_help=True, add_completion=False)
+    return typer.Typer(cls=RenamingGroup, help=help_text, no_args_is_help=True,
+                       add_completion=False)

@@ -22,15 +22,24 @@ class NoFleet(UserError):
     pass
 
 
+# The built-in name of the lab's fleet (2 lab-mini racks, 8 ranks) that ships with rackscale.
+LAB_FLEET = "lab"
+
+
 def spec_of(value: str) -> FleetSpec:
-    """The fleet a `--fleet` value names: a spec file, else a built-in fleet."""
+    """The fleet a `--fleet` value names: a spec file, else a built-in fleet (a directory of
+    that name does not hide it)."""
     path = Path(value)
+    if value == LAB_FLEET and not path.is_file():
+        from rackscale.lab import default_fleet_path  # the lab's package only when named
+
+        return load_fleet(default_fleet_path())
+    if value in SEEDS and not path.is_file():
+        return seed_fleet(value)
     if path.exists() or path.suffix in (".yaml", ".yml", ".json") or "/" in value:
         return load_fleet(value)  # a path: its errors name the file
-    if value in SEEDS:
-        return seed_fleet(value)
     raise NoFleet(f"--fleet {value!r}: no such file, and no built-in fleet of that name; "
-                  f"built-in fleets: {', '.join(sorted(SEEDS))}")
+                  f"built-in fleets: {', '.join([*sorted(SEEDS), LAB_FLEET])}")
 
 
 def existing_store(db: str | None) -> Store | None:

@@ -110,7 +110,7 @@ def run(
     lab_dir: Path | None = typer.Option(None, "--lab", metavar="DIR", show_default=False,
                                         help="The lab's state directory (--runner lab; "
                                         "default rackscale-data/lab)."),
-    gpus: int = typer.Option(..., "--gpus", min=1, help="Ranks of the job (one per GPU)."),
+    gpus: int = typer.Option(..., "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
     steps: int = StepsOption,
@@ -148,7 +148,7 @@ def run(
         from rackscale.errors import UserError
 
         raise UserError("no command: give the job's command after `--`, e.g. "
-                        "`rackscale job run --gpus 2 -- rackscale job train-demo`")
+                        "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
     cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
                       steps=steps,
                       max_restarts=max_restarts, warm=warm, detect={
@@ -230,7 +230,7 @@ def incidents(
                  else f"the store {store.safe_url}")
         tail = "" if store is None else "; a job's own copy is read with --job-dir DIR"
         say(f"no recovery incidents in {where}. A supervised job records one each time it "
-            "replaces a rank: `rackscale job run --gpus 2 --spares 1 -- rackscale job "
+            "replaces a rank: `rackscale job run --job-gpus 2 --spares 1 -- rackscale job "
             f"train-demo` (see docs/recovery.md){tail}")
         return
     t = Table(title="recovery incidents (measured)")
@@ -254,10 +254,10 @@ def soak(
     lab_dir: Path = typer.Option(None, "--lab", metavar="DIR", show_default=False,
                                  help="The lab's state directory; the lab must be up "
                                  "(default rackscale-data/lab)."),
-    duration: float = typer.Option(20.0, "--duration", min=0.5, help="Minutes the soak runs "
+    duration: float = typer.Option(20.0, "--duration-min", min=0.5, help="Minutes the soak runs "
                                    "(from the job's launch to its stop)."),
     quick: bool = typer.Option(False, "--quick", help=f"About {QUICK_MIN:.0f} minutes and "
-                               f"{QUICK_FAULTS} faults (overrides --duration and "
+                               f"{QUICK_FAULTS} faults (overrides --duration-min and "
                                "--fault-count)."),
     fault_count: int = typer.Option(4, "--fault-count", min=0, help="Faults the soak injects: "
                                     "the failure model's rates are scaled to expect this many."),
@@ -271,10 +271,10 @@ def soak(
     schedule: Path = typer.Option(None, "--schedule", metavar="FILE", show_default=False,
                                   help="Run this schedule (the schedule.json of an earlier "
                                   "soak) instead of drawing one; --fault-count, --seed, "
-                                  "--duration, --kinds and --repair-s are then the file's."),
+                                  "--duration-min, --kinds and --repair-s are then the file's."),
     repair_s: float = typer.Option(25.0, "--repair-s", min=1.0, help="Seconds each fault is "
                                    "held before the lab lifts it (its repair)."),
-    gpus: int = typer.Option(4, "--gpus", min=1, help="Ranks of the job (one per GPU)."),
+    gpus: int = typer.Option(4, "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(4, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
     out: Path = typer.Option(Path("rackscale-data/soaks/soak"), "--out", metavar="DIR",
@@ -336,7 +336,7 @@ def _read_schedule(path: Path, gpus: int) -> Schedule:
         raise UserError(f"--schedule {path}: cannot read it as JSON ({err}); give the "
                         "schedule.json of an earlier soak") from None
     if sched.gpus != gpus:
-        raise UserError(f"--schedule {path} is for a job of {sched.gpus} GPUs; give --gpus "
+        raise UserError(f"--schedule {path} is for a job of {sched.gpus} GPUs; give --job-gpus "
                         f"{sched.gpus}")
     return sched
 

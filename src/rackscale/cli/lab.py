@@ -10,7 +10,7 @@ from rich.table import Table
 
 from rackscale import lab
 from rackscale.cli._common import JsonOption, console, emit_json, noun, say
-from rackscale.cli.fleet import resolve_spec
+from rackscale.cli.fleet import LAB_FLEET, resolve_spec
 from rackscale.faults import load_faults
 from rackscale.fleet import Topology
 
@@ -44,8 +44,8 @@ def _print_status(s: dict[str, Any]) -> None:
 @app.command()
 def up(
     fleet: str | None = typer.Option(None, "--fleet", metavar="SPEC", help="Fleet spec file "
-                                     "or built-in fleet name (default: the shipped 2-rack lab "
-                                     "fleet)."),
+                                     "or built-in fleet name (default: lab, the shipped 2-rack "
+                                     "lab fleet)."),
     state_dir: str = StateOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -60,7 +60,8 @@ def up(
         emit_json(s | {"fleet_file": path})
         return
     _print_status(s)
-    say(f"certify it: rackscale certify run --fleet {path} --backend real --runner local"
+    say(f"certify it: rackscale certify run --fleet {fleet or LAB_FLEET} --backend real "
+        "--runner local"
         + (f" --lab {state_dir}" if state_dir != StateOption.default else ""))
 
 

@@ -234,7 +234,7 @@ def run(
     passes: int | None = typer.Option(None, "--passes", min=1, help="Stop after N passes."),
     until_idle: bool = typer.Option(False, "--until-idle", help="Stop after the first pass "
                                     "that changes nothing."),
-    period: float = typer.Option(5.0, "--period", min=0.0, max=86400.0,
+    period: float = typer.Option(5.0, "--period-s", min=0.0, max=86400.0,
                                  help="Seconds between passes."),
     goal: str | None = typer.Option(None, "--goal", help="Set every rack's onboarding goal "
                                     "(e.g. burn_in) before running."),

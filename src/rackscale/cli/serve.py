@@ -20,7 +20,7 @@ def serve(
         None, "--token-file", metavar="FILE", show_default=False,
         help=f"File whose first line is the bearer token for mutations (or set ${TOKEN_ENV})."),
     checkpoints: str | None = typer.Option(
-        None, "--checkpoints", metavar="FILE", show_default=False,
+        None, "--config", metavar="FILE", show_default=False,
         help="Checkpoint tiers config (YAML/JSON, as `checkpoint ls --config`) whose "
         "checkpoints /api/v1/checkpoints and /metrics list."),
     token: str | None = typer.Option(None, "--token", hidden=True, show_default=False,

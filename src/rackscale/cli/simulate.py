@@ -85,10 +85,10 @@ SIM_OPTIONS = {
                          {"min": 0}),
     "failure_model": ConfigOption("--failure-model",
                                   "llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f)."),
-    "ckpt_interval_min": ConfigOption("--ckpt-interval", "Checkpoint interval, minutes."),
-    "ckpt_cost_s": ConfigOption("--ckpt-cost", "Blocking checkpoint write, seconds."),
-    "restart_min": ConfigOption("--restart", "Restart overhead u0, minutes."),
-    "detect_min": ConfigOption("--detect", "Detection latency, minutes, for every cause "
+    "ckpt_interval_min": ConfigOption("--ckpt-interval-min", "Checkpoint interval, minutes."),
+    "ckpt_cost_s": ConfigOption("--ckpt-cost-s", "Blocking checkpoint write, seconds."),
+    "restart_min": ConfigOption("--restart-min", "Restart overhead u0, minutes."),
+    "detect_min": ConfigOption("--detect-min", "Detection latency, minutes, for every cause "
                                "(default: per cause)."),
     "align": ConfigOption("--align", "domain: whole NVLink domains; tray: any trays."),
     "spare_domains": ConfigOption("--spare-domains", "Hot-spare units (racks/nodes; trays "
@@ -100,10 +100,10 @@ SIM_OPTIONS = {
                                     "Fail-slow rate as a fraction of the fail-stop rate."),
     "straggler_slowdown": ConfigOption("--straggler-slowdown",
                                        "Job slowdown while a straggler runs."),
-    "straggler_detect_min": ConfigOption("--straggler-detect", "Straggler detection, minutes."),
+    "straggler_detect_min": ConfigOption("--straggler-detect-min", "Straggler detection, minutes."),
     "rate_scale": ConfigOption("--rate-scale", "Multiply every failure rate."),
     "repair_scale": ConfigOption("--repair-scale", "Multiply every per-cause repair time."),
-    "rack_repair_h": ConfigOption("--rack-repair", "Whole-rack repair after escalation, h."),
+    "rack_repair_h": ConfigOption("--rack-repair-h", "Whole-rack repair after escalation, h."),
     "mfu": ConfigOption("--mfu", "Program goodput's model-FLOPs utilisation factor."),
 }
 
@@ -111,7 +111,7 @@ SIM_OPTIONS = {
 RecoveryOpt = typer.Option(
     None, "--recovery", metavar="FILE", show_default=False,
     help="Use the measured restart cost of `rackscale job incidents --json` output (median "
-         "fault-to-running time) instead of --restart and --detect.")
+         "fault-to-running time) instead of --restart-min and --detect-min.")
 RecoveryStoreOpt = typer.Option(
     False, "--recovery-from-store", help="Same, from the recovery incidents in the --db store.")
 
@@ -189,8 +189,8 @@ def print_recovery(used: dict[str, Any] | None) -> None:
                       "detection inside it")
     else:
         detect = "per cause" if used["detect_min"] is None else f"{used['detect_min']:g} min"
-        console.print(f"restart cost assumed: {used['restart_min']:g} min (--restart), "
-                      f"detection {detect} (--detect)")
+        console.print(f"restart cost assumed: {used['restart_min']:g} min (--restart-min), "
+                      f"detection {detect} (--detect-min)")
 
 
 def print_result(r: SimResult, *, causes: int = 8) -> None:

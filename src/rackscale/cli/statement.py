@@ -61,19 +61,13 @@ def sign(
                   f"with {sig['key_id']}", highlight=False)
 
 
-# A check the verifier could not run passes (nothing failed) but is no "ok": its detail says
-# "not checked (why)", and it is printed as skip.
-NOT_CHECKED = "not checked"
+# A check the verifier could not run fails nothing but is no "ok": it is printed as skip.
+MARKS = {"ok": "[green]ok[/]  ", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
 
 
 def print_verification(result: Any) -> None:
     for c in result.checks:
-        if not c.ok:
-            mark = "[red]FAIL[/]"
-        elif c.detail.startswith(NOT_CHECKED):
-            mark = "[yellow]skip[/]"
-        else:
-            mark = "[green]ok[/]  "
+        mark = MARKS[c.status]
         console.print(f"{mark} {escape(c.name)}: {escape(c.detail)}", highlight=False)
     if result.ok:
         console.print(f"[bold green]verified[/] {escape(', '.join(result.covered))} of "

@@ -50,13 +50,13 @@ from rackscale.store import Kind, Store
 
 StorageOpt = typer.Option(None, "--storage", metavar="PROFILE", help="A measured storage "
                           "profile (`rackscale checkpoint profile`): blocking save cost and "
-                          "restore time per failure from it (replaces --ckpt-cost).")
+                          "restore time per failure from it (replaces --ckpt-cost-s).")
 CkptSizeOpt = typer.Option(None, "--ckpt-size", help="The job's whole checkpoint (e.g. 5TB); "
                            "each node saves its share. Default: the profile's largest size "
                            "per node.")
 RegionLossOpt = typer.Option(0.0, "--region-loss-per-year", help="Region-wide outages "
                              "(power, network) per year, with --storage (assumption).")
-OutageOpt = typer.Option(24.0, "--region-outage", help="Hours a lost region stays down "
+OutageOpt = typer.Option(24.0, "--region-outage-h", help="Hours a lost region stays down "
                          "(what a job without replication waits), with --storage.")
 CacheOpt = typer.Option(True, "--local-cache/--no-local-cache",
                         help="Restore from the local NVMe cache when the node survived.")
@@ -211,13 +211,13 @@ WhatifTrialsOpt = typer.Option(100, "--trials", help="Monte Carlo trials.")
 WhatifSeedOpt = seed_option(0, "the failures (same seed, same failures)")
 WhatifModelOpt = typer.Option("llama3", "--failure-model",
                               help="llama3 (Table 5), rsc-1 or rsc-2 (Meta RSC r_f).")
-WhatifRestartOpt = typer.Option(5.0, "--restart", help="Restart overhead u0 besides the "
+WhatifRestartOpt = typer.Option(5.0, "--restart-min", help="Restart overhead u0 besides the "
                                 "restore, minutes.")
 WhatifStorageOpt = typer.Option(..., "--storage", metavar="PROFILE",
                                 help="A measured storage profile (checkpoint profile).")
-WhatifIntervalsOpt = typer.Option("5,10,15,20,30,45,60", "--intervals",
+WhatifIntervalsOpt = typer.Option("5,10,15,20,30,45,60", "--intervals-min",
                                   help="Checkpoint intervals to compare, minutes.")
-WhatifRefOpt = typer.Option(30.0, "--ckpt-interval", help="The interval the cache and "
+WhatifRefOpt = typer.Option(30.0, "--ckpt-interval-min", help="The interval the cache and "
                             "replication are priced at, minutes.")
 WhatifRegionLossOpt = typer.Option(1.0, "--region-loss-per-year",
                                    help="Region-wide outages per year (assumption).")
@@ -231,7 +231,7 @@ def run_whatif(o: dict[str, Any]) -> None:
     try:
         ivs = [float(v) for v in o["intervals"].split(",") if v.strip()]
     except ValueError:
-        raise UserError(f"--intervals must be numbers separated by commas; got "
+        raise UserError(f"--intervals-min must be numbers separated by commas; got "
                         f"{o['intervals']!r}") from None
     shape = FleetShape.from_spec(resolve_spec(o["fleet"], o["db"]), o["pool"])
     job = o["job_gpus"]
@@ -276,7 +276,7 @@ def print_whatif(r: dict[str, Any]) -> None:
     for name, s in r["setups"].items():
         at = next(p for p in s["points"] if p["interval_min"] == ref)
         best = s["optimal_interval_min"]
-        edge = " (edge: widen --intervals)" if best in (min(r["intervals_min"]),
+        edge = " (edge: widen --intervals-min)" if best in (min(r["intervals_min"]),
                                                         max(r["intervals_min"])) else ""
         fit = s.get("fitted_optimum_min")
         fitted = f" (fit {fit:.1f})" if fit is not None and not edge else ""

@@ -114,7 +114,7 @@ def _local_slots(slots: int, fleet: Topology | None) -> list[str]:
         return job_slots(slots)
     if len(fleet.gpu_ids) < slots:
         raise UserError(f"fleet {fleet.spec.name} in the store has {len(fleet.gpu_ids)} GPUs; "
-                        f"--gpus + --spares need {slots}. Fix: fewer ranks or spares")
+                        f"--job-gpus + --spares need {slots}. Fix: fewer ranks or spares")
     return fleet.gpu_ids[:slots]
 
 
@@ -130,7 +130,7 @@ def _placement(runner: str, spec: JobRunner, site: Site | None, slots: int,
     have = len(site.placement.ranks)
     if have < slots:
         raise UserError(f"--runner {runner}: {site.placement.describe} has {have} GPUs; "
-                        f"--gpus + --spares need {slots}. Fix: fewer ranks or spares, or a "
+                        f"--job-gpus + --spares need {slots}. Fix: fewer ranks or spares, or a "
                         "larger lab fleet")
     return site.placement
 

@@ -5,7 +5,7 @@ Slots come from Slurm itself: every node `scontrol show node` lists that is up a
 drained, in name order, with one slot per GPU of its `Gres` (one slot on a node without GPUs:
 a CPU node runs one rank). A node named after its tray (`region-rack-tray`, the fleet's
 rule, `us-east-r01-c07`) gives its slots the GPUs' component ids (`us-east/r01/c07/gpu0`);
-any other node name gives `slurm/<node>/c01/gpu<i>`. The first `--gpus` slots run the job
+any other node name gives `slurm/<node>/c01/gpu<i>`. The first `--job-gpus` slots run the job
 and the next `--spares` are its hot spares, so a spare is a GPU on another node.
 
 An exclusion drains the node with a reason that starts with `rackscale: ` (lifecycle's
@@ -126,7 +126,7 @@ class SlurmLauncher:
                     return Placement(ranks=ranks, shared_host=False,
                                      describe=f"Slurm nodes {', '.join(usable)}")
         raise UserError(f"Slurm has {len(ranks)} usable GPU slots on nodes "
-                        f"{', '.join(usable) or '(none up and undrained)'}; --gpus + --spares "
+                        f"{', '.join(usable) or '(none up and undrained)'}; --job-gpus + --spares "
                         f"need {slots}. Fix: resume or add nodes (`sinfo -R` shows drains), "
                         "or ask for fewer")
 

@@ -129,14 +129,14 @@ class Supervisor:
         slots = list(self.setup.placement.ranks)
         need = self.cfg.gpus + self.cfg.spares
         if len(slots) < need:
-            raise UserError(f"the placement has {len(slots)} GPU slots; --gpus "
+            raise UserError(f"the placement has {len(slots)} GPU slots; --job-gpus "
                             f"{self.cfg.gpus} + --spares {self.cfg.spares} need {need}")
         old = JobState.load(self.setup.job_dir)
         if old is not None:
             if old.gpus != self.cfg.gpus or old.command != self.cfg.command:
                 raise UserError(f"{JobState.path(self.setup.job_dir)} belongs to a job of "
                                 f"{old.gpus} GPUs running {old.command}; use another "
-                                "--job-dir, or the same --gpus and command to resume it")
+                                "--job-dir, or the same --job-gpus and command to resume it")
             ranks = self.setup.placement.ranks
             gone = [g for g in (*old.assignment, *old.spares) if g not in ranks]
             if gone:  # e.g. started on this host's ids, resumed with a fleet in --db

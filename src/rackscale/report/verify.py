@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rackscale.report.bundle import BundleError, decode, read_evidence, read_file, sha256
 from rackscale.report.sign import SIGNED_FILES, load_public, read_signature, signature_valid
@@ -21,12 +21,24 @@ PAGE_FILE = "report.html"
 
 @dataclass(slots=True, kw_only=True)
 class Check:
+    """One check's outcome: `ok` (it ran and passed), `fail`, or `skip` (it could not run; the
+    detail says why). A skip fails nothing, but it vouches for nothing either: it is not ok."""
+
     name: str
-    ok: bool
+    status: Literal["ok", "fail", "skip"]
     detail: str
 
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
     def as_dict(self) -> dict[str, Any]:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+        return {"check": self.name, "status": self.status, "ok": self.ok,
+                "detail": self.detail}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,14 +58,20 @@ class Verification:
 
     @property
     def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
+        """Verified: checks ran and none failed (a skipped one is said, not failed)."""
+        return bool(self.checks) and not any(c.failed for c in self.checks)
 
     @property
     def first_problem(self) -> str | None:
-        return next((f"{c.name}: {c.detail}" for c in self.checks if not c.ok), None)
+        return next((f"{c.name}: {c.detail}" for c in self.checks if c.failed), None)
 
     def add(self, name: str, problem: str | None, ok_text: str) -> None:
-        self.checks.append(Check(name=name, ok=problem is None, detail=problem or ok_text))
+        self.checks.append(Check(name=name, status="ok" if problem is None else "fail",
+                                 detail=problem or ok_text))
+
+    def skip(self, name: str, why: str) -> None:
+        """A check that could not run here: `not checked (why)`."""
+        self.checks.append(Check(name=name, status="skip", detail=f"not checked ({why})"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"verified": self.ok, "bundle": self.bundle, "evidence_root": self.root,
@@ -143,7 +161,7 @@ def _disclosure(v: Verification, out: Path, recomputed: dict[str, Any]) -> None:
     try:
         import jsonschema
     except ImportError:  # a test extra: without it the schema check is skipped, and said so
-        v.add("disclosure schema", None, "not checked (jsonschema is not installed)")
+        v.skip("disclosure schema", "jsonschema is not installed")
         return
     from rackscale.report.disclosure import validate_disclosure
 

@@ -3,7 +3,7 @@
 Incidents are the recovery supervisor's `recovery.incident` events in the store (every time in
 them is measured). Checkpoints are not in the store: they are read from the tiers themselves,
 through the same listing `rackscale checkpoint ls` prints, from the tiers config `serve` was
-given (`--checkpoints FILE`).
+given (`--config FILE`).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def storage_whatif(base: SimConfig, fleet: FleetShape, storage: StorageTimes,
     interval beside Young/Daly; what the cache and the replication buy at the config's
     checkpoint interval."""
     if not intervals or min(intervals) <= 0:
-        raise SimulateError("--intervals: give checkpoint intervals in minutes, all > 0")
+        raise SimulateError("--intervals-min: give checkpoint intervals in minutes, all > 0")
     if not 0 <= gpu_hour_price <= MAX_PRICE:  # NaN fails both comparisons
         raise SimulateError(f"--gpu-hour-price: give a price per GPU-hour in 0..{MAX_PRICE:,.0f}"
                             f" (got {gpu_hour_price:g})")

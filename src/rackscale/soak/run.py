@@ -104,7 +104,7 @@ class Soak:
                             "a new --out directory")
         need = len(self.plan.ranks)
         if s.schedule.gpus + s.spares > need:
-            raise SoakError(f"--gpus {s.schedule.gpus} + --spares {s.spares} exceed the "
+            raise SoakError(f"--job-gpus {s.schedule.gpus} + --spares {s.spares} exceed the "
                             f"lab's {need} GPUs")
         write_atomic(s.out / "schedule.json", json.dumps(s.schedule.to_dict(), indent=1))
         log = Log(s.out / "progress.jsonl")
@@ -126,7 +126,7 @@ class Soak:
         self.job_dir.mkdir(parents=True)
         cmd = s.command or trainer_command(self.job_dir)
         args = [sys.executable, "-m", "rackscale", "job", "run", "--runner", "lab", "--lab",
-                str(s.lab_dir), "--gpus", str(s.schedule.gpus), "--spares", str(s.spares),
+                str(s.lab_dir), "--job-gpus", str(s.schedule.gpus), "--spares", str(s.spares),
                 "--ckpt-every", str(s.ckpt_every), "--steps", str(BIG), "--max-restarts",
                 "1000", "--job-dir", str(self.job_dir), "--db", s.db, *s.detect, "--json",
                 "--", *cmd]

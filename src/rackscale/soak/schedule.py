@@ -186,7 +186,7 @@ def draw(model: FailureModel, *, count: int, gpus: int, duration_s: float, seed:
         raise ScheduleError(f"{count} faults need at least {need:.0f} s (start-up and "
                             f"warm-up {START_ALLOW_S + warmup_s:.0f} s, then {dead:.0f} s "
                             f"each: held {repair_s:.0f} s, {settle_s:.0f} s to recover); "
-                            f"give a --duration of at least {need / 60:.1f} min or fewer "
+                            f"give a --duration-min of at least {need / 60:.1f} min or fewer "
                             "faults")
     rate_h = model.rate_per_gpu_h * (1 + straggler_ratio) * gpus
     expected = rate_h * duration_s / 3600
