@@ -184,3 +184,38 @@ def test_every_table_header_of_the_page_is_a_column_header() -> None:
             "diff-racks"} <= set(p.ids)
     named = [i for i in p.ids if i]
     assert len(named) == len(set(named))
+
+
+def _step(delta: int, lost_delta: dict[str, int]) -> dict:
+    return {"key": "certified", "label": "certified", "old": 100, "new": 100 + delta,
+            "delta": delta, "lost_delta": lost_delta, "why": {}}
+
+
+def test_a_loss_that_shrank_is_shown_as_better_and_one_that_grew_as_worse() -> None:
+    from rackscale.report.page_changes import diff_tables
+    diff = {"empty": False, "ledger": [_step(8, {"finding": -8, "drained": 3})],
+            "findings_new": [], "findings_cleared": [], "racks": [], "job_shapes": []}
+    page = diff_tables(diff)
+    # usable GPUs up is better; GPUs lost to findings down is better; lost to drains up, worse
+    assert re.findall(r'<span class="(\w+)">([+−]\d+)</span>', page) == [
+        ("better", "+8"), ("better", "−8"), ("worse", "+3")]
+
+
+def test_the_summary_says_which_racks_another_shape_covers() -> None:
+    """On a mixed fleet a shape covers one pool of racks: "up to N expected" for it says so
+    (the figure can sit far below the headline GPU count)."""
+    from rackscale.fleet import FleetSpec, Topology
+    from rackscale.report import build_document, build_ledger
+    from rackscale.report.page import _summary
+
+    from .scale import memory_view
+    spec = FleetSpec.model_validate({"name": "mixed", "regions": [{"name": "r", "racks": [
+        {"template": "gb200-nvl72", "count": 2}, {"template": "hgx-h100", "count": 2}]}]})
+    topo = Topology.build(spec)
+    doc = build_document(memory_view(topo, []), build_ledger(memory_view(topo, [])))
+    others = [s for s in doc["job_shapes"] if not s["headline"]]
+    best = max(others, key=lambda s: s["expected_gpus"])
+    line = re.search(r"Other shapes: up to .*?; see job shapes\.", _summary(doc))
+    assert line is not None
+    assert f"<code>{best['name']}</code>" in line[0]
+    assert f"on the <code>{best['template']}</code> racks only" in line[0]

@@ -6,7 +6,6 @@ a rack the fleet state calls wholly good counts all its GPUs usable."""
 from __future__ import annotations
 
 import re
-
 import tempfile
 from pathlib import Path
 

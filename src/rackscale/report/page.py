@@ -66,7 +66,7 @@ pre{white-space:pre-wrap;font-size:11px;margin:0;max-width:640px}
 ol.timeline{list-style:none;padding-left:8px;margin:4px 0}ol.timeline li{margin:2px 0}
 ol.timeline details{display:inline-block;margin-left:6px}ol.timeline summary{font-size:12px;
 cursor:pointer;color:#0b5394}
-.up{color:#1b6e3a}.down{color:#a33b00}
+.better{color:#1b6e3a}.worse{color:#a33b00}
 """
 
 

@@ -16,16 +16,19 @@ ROWS_SHOWN = 50  # per table; the rest are in report.json
 T = "changes.html"
 
 
-def _signed(x: float) -> dict[str, str]:
-    """A change as the page shows it: green and + when up, orange and − when down."""
-    return {"cls": "up" if x > 0 else "down", "sign": "+" if x > 0 else "−",
+def _signed(x: float, *, more_is_better: bool = True) -> dict[str, str]:
+    """A change as the page shows it: + or − by its direction, green when it is better and
+    orange when worse (more usable GPUs is better; more GPUs lost to a reason is worse)."""
+    better = x > 0 if more_is_better else x < 0
+    return {"cls": "better" if better else "worse", "sign": "+" if x > 0 else "−",
             "n": fmt.count(abs(x))}
 
 
 def _ledger_step(s: dict[str, Any]) -> dict[str, Any]:
     return {"label": s["label"], "old": fmt.count(s["old"]), "new": fmt.count(s["new"]),
             "delta": _signed(s["delta"]),
-            "lost": [{"code": c, "delta": _signed(d), "why": diff_why(s, c)}
+            "lost": [{"code": c, "delta": _signed(d, more_is_better=False),
+                      "why": diff_why(s, c)}
                      for c, d in s["lost_delta"].items()]}
 
 
