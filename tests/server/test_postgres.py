@@ -48,4 +48,11 @@ def test_api_and_metrics_on_postgres(postgres_url: str, tmp_path: Path) -> None:
     assert client.get("/api/v1/health").json()["seq"] == seq
     hist = client.get("/api/v1/racks/us-east/r01").json()["history"]
     assert [e["payload"]["to"] for e in hist][-1] == "burn_in"
+    # A NUL in a reason was a 500 on PostgreSQL (it refuses NUL in text); an ESC sequence
+    # would reach an operator's terminal. Both are refused before the store is touched.
+    for reason in ("cable\x00swap", "x\x1b]0;pwned\x07"):
+        r = client.post("/api/v1/racks/us-east/r01/drain", json={"reason": reason},
+                        headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 422 and "control characters" in r.json()["error"]["message"]
+    assert client.get("/api/v1/health").json()["seq"] == seq
     store.close()
