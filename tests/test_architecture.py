@@ -358,3 +358,24 @@ def test_no_source_file_points_at_pages_users_lack() -> None:
     named = [f"{p.relative_to(ROOT)}: {word}" for p in files for word in ("DESIGN.md", "NUMBERS.md")
              if word.encode() in p.read_bytes()]
     assert len(files) > 100 and not named, named
+
+
+_IGNORE = re.compile(r"#\s*type:\s*ignore(\[[^\]]*\])?(?P<rest>.*)$")
+
+
+def _ignores_without_reason(text: str) -> list[int]:
+    """Lines whose `# type: ignore[...]` has no `# why` after it on the line."""
+    return [n for n, line in enumerate(text.splitlines(), 1)
+            if (m := _IGNORE.search(line)) and not re.match(r"\s*#\s*\S", m["rest"])]
+
+
+def test_every_type_ignore_in_src_says_why() -> None:
+    bare = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(SRC.rglob("*.py"))
+            for n in _ignores_without_reason(p.read_text(encoding="utf-8"))]
+    assert not bare, f"a `# type: ignore` needs its reason on the line (# why): {bare}"
+
+
+def test_the_ignore_rule_sees_a_bare_ignore() -> None:
+    assert _ignores_without_reason("x = f()  # type: ignore[arg-type]\n"
+                                   "y = g()  # type: ignore[misc]  # g's stub is wrong\n"
+                                   "z = h()  # type: ignore\n") == [1, 3]

@@ -212,7 +212,10 @@ class Soak:
             fault = Fault(target=target, kind=a.action, severity=a.severity, of=a.of,
                           duty=a.duty, period_s=a.period_s)
             lab.inject(self.s.lab_dir, [fault])
-            self.present[f.index] = lab.load_state(self.s.lab_dir).faults[-1]  # type: ignore[union-attr]
+            state = lab.load_state(self.s.lab_dir)
+            if state is None:  # inject just wrote it: only a lab torn down under us
+                raise SoakError(f"the lab at {self.s.lab_dir} went away during the soak")
+            self.present[f.index] = state.faults[-1]
         row["injected_at"] = t_inj
         self.done.append(row)
         log.write("injected", **row)
