@@ -38,14 +38,21 @@ from rackscale.faults.spec import (
     load_faults,
     parse_faults,
 )
-from rackscale.faults.twin import FabricState, ThermalReading, TwinHardware
+from rackscale.faults.twin import (
+    MIN_CLOCK,
+    THROTTLE_FLOW,
+    FabricState,
+    ThermalReading,
+    TwinHardware,
+    clock_fraction,
+)
 
 __all__ = [
     "BAD_CABLE", "COOLANT_FLOW_LOW", "DEFAULT_FLAP_PERIOD_S", "DEFAULT_FLAP_SEVERITY",
     "FAULT_KINDS", "FLAPPING", "GPU_DEAD", "HBM_DEGRADED", "HEALTHY_MARGIN", "LEAF_DEGRADED",
-    "LEAF_DOWN", "NIC_DEAD", "NVLINK_PORT_DOWN", "NVLINK_SWITCH_DEGRADED", "NVLINK_SWITCH_DOWN",
-    "POWER_SHELF_DOWN", "SDC", "SLOW_GPU", "SUPPLY_C", "FabricState", "Fault", "FaultKind",
-    "FaultsFile", "ThermalReading", "TwinCduReading", "TwinCoolingDriver", "TwinCoolingError",
-    "TwinHardware", "UnknownFaultKind", "demo_faults_path", "faults_from", "get_kind",
-    "load_faults", "parse_faults",
+    "LEAF_DOWN", "MIN_CLOCK", "NIC_DEAD", "NVLINK_PORT_DOWN", "NVLINK_SWITCH_DEGRADED",
+    "NVLINK_SWITCH_DOWN", "POWER_SHELF_DOWN", "SDC", "SLOW_GPU", "SUPPLY_C", "THROTTLE_FLOW",
+    "FabricState", "Fault", "FaultKind", "FaultsFile", "ThermalReading", "TwinCduReading",
+    "TwinCoolingDriver", "TwinCoolingError", "TwinHardware", "UnknownFaultKind", "clock_fraction",
+    "demo_faults_path", "faults_from", "get_kind", "load_faults", "parse_faults",
 ]

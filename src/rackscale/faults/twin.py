@@ -25,6 +25,7 @@ Physics kept deliberately simple (each line is a modelling choice, not a measure
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -46,9 +47,25 @@ HBM_EFFICIENCY = 0.90  # a copy kernel reaches ~4.3 of 4.8 TB/s on H200 (KINDS.m
 NVLINK_EFFICIENCY = 0.80
 SCALEOUT_EFFICIENCY = 0.92
 THROTTLE_FLOW = 0.95  # clocks start to fall below this fraction of needed coolant flow
+MIN_CLOCK = 0.3  # the floor a throttled GPU holds before it trips its thermal shutdown
 IDLE_TEMP_C, HOT_TEMP_RISE_C = 62.0, 45.0
 DEAD_ERROR = "CUDA error: GPU has fallen off the bus (XID 79)"
 TIMEOUT_ERROR = "collective timed out after 30 s (a participant made no progress)"
+
+
+@overload
+def clock_fraction(flow: float) -> float: ...
+@overload
+def clock_fraction(flow: np.ndarray) -> np.ndarray: ...
+def clock_fraction(flow: float | np.ndarray) -> float | np.ndarray:
+    """The GPU clock (fraction of nominal) at a coolant flow (fraction of the rack's need).
+
+    The one thermal curve of rackscale: the twin throttles its GEMMs by it and the lab cuts a
+    cooled rack's CPU quota by it, so the two cannot disagree on what low flow costs. Linear
+    from THROTTLE_FLOW down to MIN_CLOCK, 1.0 at or above THROTTLE_FLOW (a modelling choice,
+    module doc). SIMULATED: no measured curve stands behind it."""
+    clock = np.clip(np.asarray(flow, dtype=float) / THROTTLE_FLOW, MIN_CLOCK, 1.0)
+    return clock if isinstance(flow, np.ndarray) else float(clock)
 
 
 @dataclass(slots=True)
@@ -179,7 +196,7 @@ class TwinHardware:
         return 1.0 + self.noise * rng.standard_normal(shape)
 
     def _clock(self, st: FabricState, gpus: np.ndarray) -> np.ndarray:
-        return np.clip(st.flow[self.topo.gpu_rack[gpus]] / THROTTLE_FLOW, 0.3, 1.0)
+        return clock_fraction(st.flow[self.topo.gpu_rack[gpus]])
 
     # ------------------------------------------------------------------ per GPU
     def gemm(self, gpus: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
