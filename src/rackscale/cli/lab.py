@@ -33,11 +33,12 @@ def _print_status(s: dict[str, Any]) -> None:
         console.print(f"[yellow]missing namespaces:[/] {', '.join(s['missing_namespaces'])}")
     if s["faults"]:
         table = Table(title="faults applied")
-        for col in ("target", "kind", "severity", "of", "duty", "period_s"):
+        # `simulated`: what a coolant fault's figures rest on (the lab has no liquid loop)
+        cols = ("target", "kind", "severity", "of", "duty", "period_s", "simulated")
+        for col in cols:
             table.add_column(col)
         for f in s["faults"]:
-            table.add_row(*(str(f.get(c)) if f.get(c) is not None else "" for c in
-                            ("target", "kind", "severity", "of", "duty", "period_s")))
+            table.add_row(*(str(f.get(c)) if f.get(c) is not None else "" for c in cols))
         console.print(table)
 
 

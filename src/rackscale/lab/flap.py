@@ -7,12 +7,20 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rackscale.faults import FLAPPING
 from rackscale.lab.injector import apply
 from rackscale.lab.state import LabState
 
 MAX_S = 86400.0
+
+
+def _steady(state_file: Path) -> list[dict[str, Any]]:
+    """The steady faults present now (read at each edge: one lifted since must not come
+    back), which a flapped CPU quota composes with."""
+    st = LabState.load(state_file.parent)
+    return [g for g in st.faults if g["kind"] != FLAPPING] if st is not None else []
 
 
 def main(argv: list[str]) -> int:
@@ -30,9 +38,9 @@ def main(argv: list[str]) -> int:
     cycle = 0
     while time.monotonic() < end:
         # on/off edges at fixed times from the start, so the duty holds however long tc takes
-        apply(plan, f["of"], f["target"], f["severity"], on=True)
+        apply(plan, f["of"], f["target"], f["severity"], on=True, others=_steady(st.path))
         time.sleep(max(0.0, t0 + cycle * period + duty * period - time.monotonic()))
-        apply(plan, f["of"], f["target"], f["severity"], on=False)
+        apply(plan, f["of"], f["target"], f["severity"], on=False, others=_steady(st.path))
         cycle += 1
         time.sleep(max(0.0, t0 + cycle * period - time.monotonic()))
     return 0

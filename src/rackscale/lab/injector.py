@@ -7,6 +7,8 @@
   nvlink_switch_degraded  every port of the rack's NVLink bridge cut to severity
   nvlink_switch_down      every port of the rack's NVLink bridge down
   slow_gpu                the rank's cgroup CPU quota cut to severity x its share
+  coolant_flow_low        every rank of the CDU's rack: CPU quota cut to the clock fraction
+                          the twin's thermal model gives at flow = severity (SIMULATED flow)
   gpu_dead                the rank's cgroup admits no process (pids.max 0): it cannot start
   flapping                a timer process applies and lifts the flapped kind at its duty
 Kinds with no real counterpart on one Linux host are refused, naming the twin.
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from rackscale.faults import FAULT_KINDS, FLAPPING
+from rackscale.faults import COOLANT_FLOW_LOW, FAULT_KINDS, FLAPPING, SLOW_GPU, clock_fraction
 from rackscale.lab import system as sysops
 from rackscale.lab.build import (
     LabError,
@@ -35,9 +38,12 @@ from rackscale.lab.state import LabState, require_up
 NOT_REAL = {
     "sdc": "wrong GEMM results need a GPU that corrupts its arithmetic",
     "hbm_degraded": "the ranks share the host's memory system; it cannot be slowed per rank",
-    "coolant_flow_low": "the lab has no liquid-cooling loop",
     "power_shelf_down": "the lab has no power shelves",
 }
+# Stored with every coolant fault the lab applies: its flow is the fault's word, not a reading.
+SIMULATED_FLOW = ("simulated: the lab has no liquid-cooling loop; the coolant flow is the "
+                  "fault's severity and the ranks' clock follows the twin's thermal model")
+CPU_KINDS = (SLOW_GPU, COOLANT_FLOW_LOW)  # the kinds that set a rank's CPU quota
 
 
 class FaultLike(Protocol):
@@ -95,8 +101,55 @@ def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
     return [(r.nv_port, plan.nv_mbit) for r in plan.ranks if r.domain == domain]
 
 
-def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool) -> None:
-    """Set `kind` on `target` present (`on`) or lifted (back to nominal)."""
+def _cdu_rack(plan: LabPlan, cdu: str) -> str:
+    """The rack whose CDU `cdu` is (`<rack>/cdu`): a lab rack is one NVLink domain."""
+    rack, _, leaf = cdu.rpartition("/")
+    if leaf != "cdu" or rack not in {r.domain for r in plan.ranks}:
+        raise LabError(f"{cdu} is not the CDU of a rack of lab {plan.fleet} (give "
+                       "<rack>/cdu, e.g. lab/r01/cdu)")
+    return rack
+
+
+def _affected(plan: LabPlan, kind: str, target: str) -> list[Any]:
+    """The ranks whose CPU quota a fault of a CPU kind sets."""
+    if kind == COOLANT_FLOW_LOW:
+        rack = _cdu_rack(plan, target)
+        return [r for r in plan.ranks if r.domain == rack]
+    return [_rank_of(plan, target, "gpu")]
+
+
+def cpu_limits(plan: LabPlan, faults: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Every rank's CPU quota (cores, by GPU id) under the steady `faults` (stored dicts):
+    its share x each slow_gpu severity on its GPU x the clock fraction (`clock_fraction`,
+    the twin's curve) of its rack's lowest coolant flow. The twin multiplies the same two
+    factors, so a slow GPU in a hot rack is slower still, whichever came first. Flapping
+    faults are left out: their timer sets the quota as they come and go."""
+    factor = {r.gpu: 1.0 for r in plan.ranks}
+    flow: dict[str, float] = {}
+    for f in faults:
+        sev = 1.0 if f.get("severity") is None else max(float(f["severity"]), 0.001)
+        if f["kind"] == SLOW_GPU:
+            factor[_rank_of(plan, f["target"], "gpu").gpu] *= sev
+        elif f["kind"] == COOLANT_FLOW_LOW:
+            rack = _cdu_rack(plan, f["target"])
+            flow[rack] = min(flow.get(rack, 1.0), sev)
+    return {r.gpu: plan.cpu_base * factor[r.gpu] * clock_fraction(flow.get(r.domain, 1.0))
+            for r in plan.ranks}
+
+
+def _set_cpu(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool,
+             others: Sequence[Mapping[str, Any]]) -> None:
+    this = [{"kind": kind, "target": target, "severity": severity}] if on else []
+    limits = cpu_limits(plan, [*(g for g in others if g["kind"] in CPU_KINDS), *this])
+    cg = sysops.cgroups()
+    for r in _affected(plan, kind, target):
+        sysops.cg_set_cpu(cg, f"{cg_top(plan.lab_id)}/{r.cgroup}", limits[r.gpu])
+
+
+def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: bool,
+          others: Sequence[Mapping[str, Any]] = ()) -> None:
+    """Set `kind` on `target` present (`on`) or lifted (back to nominal). `others`: the
+    other faults present (stored dicts), which a CPU quota composes with (`cpu_limits`)."""
     fab = plan.fabric_ns
     sev = 1.0 if not on or severity is None else max(severity, 0.001)
     state = "up" if not on else "down"
@@ -125,10 +178,8 @@ def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: boo
             for r in plan.ranks:
                 if r.domain == domain:
                     sysops.tc_batch(r.netns, [sysops.tbf(NV_IF, plan.nv_mbit * sev)])
-    elif kind == "slow_gpu":
-        r = _rank_of(plan, target, "gpu")
-        sysops.cg_set_cpu(sysops.cgroups(), f"{cg_top(plan.lab_id)}/{r.cgroup}",
-                          plan.cpu_base * sev)
+    elif kind in CPU_KINDS:
+        _set_cpu(plan, kind, target, severity, on, others)
     elif kind == "gpu_dead":
         r = _rank_of(plan, target, "gpu")
         cg, name = sysops.cgroups(), f"{cg_top(plan.lab_id)}/{r.cgroup}"
@@ -141,8 +192,11 @@ def apply(plan: LabPlan, kind: str, target: str, severity: float | None, on: boo
 
 
 def _as_dict(f: FaultLike) -> dict[str, Any]:
-    return {"target": f.target, "kind": f.kind, "severity": f.severity, "of": f.of,
-            "duty": f.duty, "period_s": f.period_s}
+    d = {"target": f.target, "kind": f.kind, "severity": f.severity, "of": f.of,
+         "duty": f.duty, "period_s": f.period_s}
+    if COOLANT_FLOW_LOW in (f.kind, f.of):
+        d["simulated"] = SIMULATED_FLOW
+    return d
 
 
 def inject(state_dir: Path, faults: list[FaultLike]) -> list[dict[str, Any]]:
@@ -159,7 +213,7 @@ def inject(state_dir: Path, faults: list[FaultLike]) -> list[dict[str, Any]]:
             st.set_faults(present)
             _start_flapper(st, len(present) - 1)
         else:
-            apply(plan, f.kind, f.target, f.severity, on=True)
+            apply(plan, f.kind, f.target, f.severity, on=True, others=present)
             present.append(d)
             st.set_faults(present)
     return present
@@ -199,9 +253,9 @@ def lift(state_dir: Path, index: int) -> dict[str, Any]:
             if entry["type"] == "process" and entry.get("what") == _timer(index):
                 stop_process(entry)
                 st.forget(entry)
-        apply(plan, f["of"], f["target"], f["severity"], on=False)
+        apply(plan, f["of"], f["target"], f["severity"], on=False, others=present)
     else:
-        apply(plan, f["kind"], f["target"], f["severity"], on=False)
+        apply(plan, f["kind"], f["target"], f["severity"], on=False, others=present)
     # The timers of later faults are named by their index: renumbered with the list.
     for entry in st.data["resources"]:
         for j in range(index + 1, len(present) + 1):
@@ -209,9 +263,10 @@ def lift(state_dir: Path, index: int) -> dict[str, Any]:
                 entry["what"] = _timer(j - 1)
                 break
     st.set_faults(present)
-    for g in present:
+    for k, g in enumerate(present):
         if g["kind"] != FLAPPING:
-            apply(plan, g["kind"], g["target"], g["severity"], on=True)
+            apply(plan, g["kind"], g["target"], g["severity"], on=True,
+                  others=present[:k] + present[k + 1:])
     return f
 
 
