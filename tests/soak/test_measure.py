@@ -82,3 +82,13 @@ def test_too_few_clean_steps_is_said(tmp_path: Path) -> None:
     _beats(job, 1, range(1, 4), 1.0, 0.25)
     with pytest.raises(ValueError, match="clean step"):
         figures(job_dir=job, gpus=GPUS, spares=0, t_launch=0.0, t_end=5.0, faults=[])
+
+
+def test_a_cooling_fault_named_by_its_rack_is_said_so() -> None:
+    from rackscale.soak.measure import _named
+
+    fault = {"component": "lab/r01/cdu", "slot": "lab/r01/c01/gpu0", "rack": "lab/r01"}
+    assert _named(fault, {"component": "lab/r01"}) == "its rack"
+    assert _named(fault, {"component": "lab/r02"}) == "other part"
+    assert _named({"component": "lab/r01/c01/nic0", "slot": "x"},
+                  {"component": "lab/r01"}) == "other part"

@@ -267,7 +267,11 @@ def soak(
                                       "drawn from."),
     kinds: str = typer.Option(None, "--kinds", show_default=False, help="Draw only the "
                               "causes of these fault kinds (comma-separated: gpu_dead, "
-                              "slow_gpu, bad_cable, nic_dead, software, host)."),
+                              "slow_gpu, bad_cable, nic_dead, coolant_flow_low, software, host)."),
+    cooling_ratio: float = typer.Option(0.0, "--cooling-ratio", min=0.0, help="Rack cooling "
+                                        "faults (coolant_flow_low on a rack's CDU, its flow "
+                                        "simulated) at this fraction of the fail-stop rate; "
+                                        "the published failure models count none."),
     schedule: Path = typer.Option(None, "--schedule", metavar="FILE", show_default=False,
                                   help="Run this schedule (the schedule.json of an earlier "
                                   "soak) instead of drawing one; --fault-count, --seed, "
@@ -312,7 +316,8 @@ def soak(
     else:
         wanted = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else None
         sched = draw(get_model(failure_model), count=fault_count, gpus=gpus,
-                     duration_s=duration * 60, seed=seed, repair_s=repair_s, kinds=wanted)
+                     duration_s=duration * 60, seed=seed, repair_s=repair_s, kinds=wanted,
+                     cooling_ratio=cooling_ratio)
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
                             ckpt_every=ckpt_every, command=list(ctx.args))

@@ -135,6 +135,8 @@ def _named(fault: dict[str, Any], inc: dict[str, Any] | None) -> str:
         return "not detected"
     if inc.get("component") == fault["component"]:
         return "exact"
+    if fault.get("rack") and inc.get("component") == fault["rack"]:
+        return "its rack"  # a cooling fault's CDU, named by the rack it cools
     if inc.get("slot") == fault.get("slot") or inc.get("component") == fault.get("slot"):
         return "its GPU slot" if fault["component"] != fault.get("slot") else "exact"
     return "other part"

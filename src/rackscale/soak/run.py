@@ -187,7 +187,10 @@ class Soak:
     # --- faults -------------------------------------------------------------------------------
     def _parts(self, gpu: str) -> dict[str, str]:
         r = next(r for r in self.plan.ranks if r.gpu == gpu)
-        return {"gpu": r.gpu, "nic": r.nic, "leaf": r.leaf, "rank": r.gpu}
+        # `rack`: a cooling fault strikes the rack through its CDU (`<rack>/cdu`, the
+        # injector's target); a lab rack is one NVLink domain.
+        return {"gpu": r.gpu, "nic": r.nic, "leaf": r.leaf, "rack": f"{r.domain}/cdu",
+                "rank": r.gpu}
 
     def _inject(self, f: ScheduledFault, log: Log, late_s: float) -> None:
         st = JobState.load(self.job_dir)
@@ -201,6 +204,8 @@ class Soak:
         row = {"index": f.index, "cause": f.cause, "action": a.action, "of": a.of,
                "severity": a.severity, "component": target, "slot": slot, "rank": f.rank,
                "attempt": st.attempt, "late_s": round(max(0.0, late_s), 3)}
+        if a.part == "rack":
+            row["rack"] = target.rpartition("/")[0]  # what the supervisor names (racks.py)
         if a.action in ("kill", "hang"):
             pid = st.rank_pids[f.rank].pid  # the rank's process group, started by our job
             sig = signal.SIGKILL if a.action == "kill" else signal.SIGSTOP
@@ -216,6 +221,8 @@ class Soak:
             if state is None:  # inject just wrote it: only a lab torn down under us
                 raise SoakError(f"the lab at {self.s.lab_dir} went away during the soak")
             self.present[f.index] = state.faults[-1]
+            if "simulated" in state.faults[-1]:  # the flow of a cooling fault: no reading
+                row["simulated"] = state.faults[-1]["simulated"]
         row["injected_at"] = t_inj
         self.done.append(row)
         log.write("injected", **row)

@@ -1,7 +1,9 @@
 """The soak's fault schedule, drawn from the simulator's failure model.
 
 The model gives a fail-stop rate per GPU-hour, a split of causes (each a fault kind, a repair
-time), and fail-slow arrivals at `straggler_ratio` of the fail-stop rate. A soak of minutes
+time), fail-slow arrivals at `straggler_ratio` of the fail-stop rate, and rack cooling faults
+at `cooling_ratio` of it (the published models have no cooling cause; a model that has one,
+of kind `coolant_flow_low`, is drawn at its share like any other). A soak of minutes
 on a few GPUs would see none at the published rates, so every rate is multiplied by one
 factor (`rate_scale`, in the schedule) chosen so the soak expects `count` faults; the draw is
 the model's Poisson process conditioned on exactly `count` arrivals. Two departures from the
@@ -16,11 +18,14 @@ model, both written into the schedule:
   present long enough to be detected (a fault lifted before anyone can see it measures
   nothing).
 
-Every cause is mapped to what the lab can do for real (`LAB_ACTIONS`); a cause with no real
+Every cause is mapped to what the lab can do for real (`LAB_ACTIONS`; cooling cuts the CPU
+quota of every rank of the struck rank's rack by the twin's thermal model, its flow
+simulated: docs/lab.md); a cause with no real
 counterpart on one host (silent data corruption, a power shelf) is left out of the draw and
 the others' shares renormalised; the schedule lists what was left out and why.
 A fault strikes a rank of the job (idle spares do not fail, as in the simulator): the rank is
-drawn here, the part it names (its GPU, NIC or leaf) is resolved when the fault is injected.
+drawn here, the part it names (its GPU, NIC, leaf or rack) is resolved when the fault is
+injected.
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ class ScheduleError(UserError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LabAction:
     """How one cause is injected on the lab: a lab fault kind on a part of the struck rank
-    (`part`: gpu, nic or leaf), or a signal to the rank's process (`kill`, `hang`)."""
+    (`part`: gpu, nic, leaf or rack: the rack's CDU), or a signal to the rank's process
+    (`kill`, `hang`)."""
 
     action: str  # a lab fault kind, `flapping`, or `kill` / `hang`
-    part: str  # gpu | nic | leaf | rank
+    part: str  # gpu | nic | leaf | rack | rank
     severity: float | None = None
     of: str | None = None  # flapping: the kind it flaps
     duty: float | None = None
@@ -77,7 +83,17 @@ LAB_ACTIONS: dict[str, tuple[LabAction, ...]] = {
     "nic_dead": (LabAction(action="nic_dead", part="nic", why="the NIC carries nothing"),),
     "slow_gpu": (LabAction(action="slow_gpu", part="gpu", severity=0.3,
                            why="a fail-slow GPU: its cgroup's CPU share cut to 30%"),),
+    # Half the needed flow: the twin's curve gives ~53% clock, slow enough for the straggler
+    # detector, not so slow that the rack's ranks look dead.
+    "coolant_flow_low": (LabAction(action="coolant_flow_low", part="rack", severity=0.5,
+                                   why="the rack's CDU at 50% of needed flow (simulated): "
+                                   "every rank of the rack throttled by the twin's thermal "
+                                   "model"),),
 }
+# Rack cooling, the soak's own cause (as STRAGGLER is the simulator's): no published model
+# counts it. Its repair time is an assumption (a pump or valve fixed within a shift).
+COOLING = Cause(name="coolant flow low (CDU)", count=0, kind="coolant_flow_low",
+                scope="domain", repair_h=4, detect_min=0)
 # Causes named so their lab action differs from their kind's.
 BY_CAUSE = {"NCCL watchdog timeouts": (LabAction(
     action="hang", part="rank", why="a collective that never returns: the rank is stopped "
@@ -146,12 +162,13 @@ def _actions(c: Cause) -> tuple[LabAction, ...]:
     return BY_CAUSE.get(c.name) or LAB_ACTIONS.get(c.kind, ())
 
 
-def _pool(model: FailureModel, straggler_ratio: float,
-          kinds: tuple[str, ...] | None) -> tuple[list[tuple[Cause, float]], dict[str, str]]:
+def _pool(model: FailureModel, straggler_ratio: float, kinds: tuple[str, ...] | None,
+          cooling_ratio: float = 0.0) -> tuple[list[tuple[Cause, float]], dict[str, str]]:
     """(cause, weight) of every cause the lab can inject, and the causes left out."""
     total = sum(c.count for c in model.causes)
     pool = [(c, c.count / total) for c in model.causes]
     pool.append((STRAGGLER, straggler_ratio))  # fail-slow, relative to the fail-stop rate
+    pool.append((COOLING, cooling_ratio))  # likewise; weight 0 leaves the draw as it was
     left: dict[str, str] = {}
     out = []
     for c, w in pool:
@@ -171,13 +188,16 @@ def _pool(model: FailureModel, straggler_ratio: float,
 
 def draw(model: FailureModel, *, count: int, gpus: int, duration_s: float, seed: int,
          warmup_s: float = 15.0, settle_s: float = 25.0, repair_s: float = 25.0,
-         straggler_ratio: float = 0.1, kinds: tuple[str, ...] | None = None) -> Schedule:
+         straggler_ratio: float = 0.1, kinds: tuple[str, ...] | None = None,
+         cooling_ratio: float = 0.0) -> Schedule:
     """`count` faults over a soak of `duration_s` on a job of `gpus` ranks (module doc).
     Fault times count from the job's ready moment (its first steps done, `at_s`); the first
     `START_ALLOW_S` of the soak are kept for its start-up, then `warmup_s` of clean run."""
     if count < 0:
         raise ScheduleError(f"--fault-count {count}: give 0 or more")
-    pool, left = _pool(model, straggler_ratio, kinds)
+    if cooling_ratio < 0:
+        raise ScheduleError(f"--cooling-ratio {cooling_ratio}: give 0 or more")
+    pool, left = _pool(model, straggler_ratio, kinds, cooling_ratio)
     window = duration_s - START_ALLOW_S - warmup_s
     dead = repair_s + settle_s  # each fault's own time, during which no other arrives
     free = window - count * dead
@@ -188,7 +208,7 @@ def draw(model: FailureModel, *, count: int, gpus: int, duration_s: float, seed:
                             f"each: held {repair_s:.0f} s, {settle_s:.0f} s to recover); "
                             f"give a --duration-min of at least {need / 60:.1f} min or fewer "
                             "faults")
-    rate_h = model.rate_per_gpu_h * (1 + straggler_ratio) * gpus
+    rate_h = model.rate_per_gpu_h * (1 + straggler_ratio + cooling_ratio) * gpus
     expected = rate_h * duration_s / 3600
     scale = count / expected if expected > 0 else 0.0
     rng = random.Random(seed)
