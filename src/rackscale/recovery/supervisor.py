@@ -41,13 +41,10 @@ from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
 from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.localize import Localized, Localizer
+from rackscale.recovery.racks import SparesExhausted
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
 from rackscale.recovery.warm import WarmPool
-
-
-class SparesExhausted(UserError):
-    pass
 
 
 class CommandFailed(UserError):
