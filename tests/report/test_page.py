@@ -219,3 +219,9 @@ def test_the_summary_says_which_racks_another_shape_covers() -> None:
     assert line is not None
     assert f"<code>{best['name']}</code>" in line[0]
     assert f"on the <code>{best['template']}</code> racks only" in line[0]
+    # one template: every shape covers the whole fleet, nothing to say
+    seed = Topology.build(FleetSpec.model_validate({"name": "one", "regions": [{
+        "name": "r", "racks": [{"template": "gb200-nvl72", "count": 2}]}]}))
+    doc = build_document(memory_view(seed, []), build_ledger(memory_view(seed, [])))
+    line = re.search(r"Other shapes: up to .*?; see job shapes\.", _summary(doc))
+    assert line is not None and "racks only" not in line[0]

@@ -235,7 +235,10 @@ def _summary(doc: dict[str, Any]) -> str:
         "certified": _fmt(next(s for s in ledger if s["key"] == "certified")["count"]),
         "shape": doc["job_shape"]["name"], "shape_label": row["label"] if row else None,
         "expected": _fmt(final["count"]), "basis": _basis(final["basis"]),
-        "best": None if best is None else best | {"expected": _fmt(best["expected_gpus"])},
+        # on a mixed fleet a shape covers one template's racks: its figure says so
+        "best": None if best is None else best | {
+            "expected": _fmt(best["expected_gpus"]),
+            "pool": best["template"] if len(fleet["per_rack_template"]) > 1 else None},
         "cert": None if cert_run["status"] == "not_run" else {
             k: str(cert_run["payload"].get(k)) for k in ("run_id", "backend", "seed",
                                                           "faults_file")},
