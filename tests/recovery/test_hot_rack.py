@@ -110,3 +110,21 @@ def test_the_lab_source_names_racks_whose_cdu_has_coolant_flow_low(tmp_path: Pat
     assert hot == {"east/r02": {"cdu": "east/r02/cdu", "flow": 0.4, "basis": "simulated",
                                 "why": "simulated: no loop"}}
     assert lab_cooling(tmp_path / "no-lab", TOPO)() == {}  # no lab state: no fault present
+
+
+def test_a_store_with_the_fleet_loaded_takes_the_rack_as_the_incidents_part(
+        tmp_path: Path) -> None:
+    """The recorder refuses parts outside the store's fleet; a rack id is one of its parts."""
+    from rackscale.recovery import IncidentPayload, Recorder
+    from rackscale.store import Store, load_topology
+
+    store = Store(f"sqlite:///{tmp_path / 'rs.db'}")
+    load_topology(store, TOPO, actor="test", reason="test")
+    rec = Recorder(tmp_path, store, fleet=TOPO)
+    inc = IncidentPayload(job="job", attempt=1, symptom="straggler", rank=0,
+                          component="east/r01", fault_kind="coolant_flow_low", slot=R1[0])
+    assert rec.exclude(inc) == "coolant_flow_low"
+    rec.incident(inc)
+    kinds = {e.kind for e in store.events(component_id="east/r01")}
+    assert {"certify.finding", "recovery.incident"} <= kinds
+    store.close()
