@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -14,7 +14,8 @@ from rich.markup import escape
 from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, noun, plain, say
 
 if TYPE_CHECKING:
-    from rackscale.recovery import Site
+    from rackscale.fleet import Topology
+    from rackscale.recovery import CoolingConditions, Site
     from rackscale.soak import Schedule
 
 app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
@@ -201,7 +202,35 @@ def _site(runner: str, lab_dir: Path | None) -> Site | None:
     if placement is None:  # the state vanished between the two reads
         raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; "
                         f"`rackscale lab up --lab {lab_dir}`")
-    return Site(topo=topo, placement=placement)
+    return Site(topo=topo, placement=placement, cooling=lab_cooling(lab_dir, topo))
+
+
+def lab_cooling(lab_dir: Path, topo: Topology) -> CoolingConditions:
+    """The lab's hot racks for the supervisor: each rack whose CDU has a `coolant_flow_low`
+    fault present, with its flow (the lowest, when several), read from the lab's state each
+    time it is asked (faults come and go while the job runs). Here, not in the recovery
+    room, which may not import the lab. The rack is the CDU's holder in the fleet's topology;
+    the lab has no cooling loop, so the flow is the fault's severity: simulated."""
+    from rackscale import lab
+    from rackscale.faults import COOLANT_FLOW_LOW
+    from rackscale.fleet import CDU
+
+    def hot() -> dict[str, dict[str, Any]]:
+        st = lab.load_state(lab_dir)
+        by_rack: dict[str, list[dict[str, Any]]] = {}
+        for f in st.faults if st is not None else []:  # a lab taken down holds no fault
+            if f["kind"] != COOLANT_FLOW_LOW:  # a flapping flow is no steady condition
+                continue
+            where = topo.holder(f["target"])  # an unknown part: UserError, said by the job
+            if where.kind == CDU and where.rack is not None:  # the lab injects no other
+                by_rack.setdefault(where.rack, []).append(f)
+        return {rack: {"cdu": fs[0]["target"], "basis": "simulated",
+                       "flow": min((f["severity"] for f in fs if f.get("severity") is not None),
+                                   default=None),
+                       "why": fs[0].get("simulated", "the lab has no cooling loop")}
+                for rack, fs in by_rack.items()}
+
+    return hot
 
 
 @app.command("incidents")

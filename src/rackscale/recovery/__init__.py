@@ -20,6 +20,7 @@ from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
 from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
 from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
 from rackscale.recovery.localize import Localized, Localizer, on_runner
+from rackscale.recovery.racks import CoolingConditions, HotRacks
 from rackscale.recovery.record import NotInFleet, Recorder, read_incidents
 from rackscale.recovery.setup import (
     RUNNERS,
@@ -47,9 +48,11 @@ __all__ = [
     "BeatReader",
     "CollectiveDetector",
     "CommandFailed",
+    "CoolingConditions",
     "DemoSettings",
     "DetectConfig",
     "HeartbeatWriter",
+    "HotRacks",
     "IncidentPayload",
     "JobConfig",
     "JobConfigError",

@@ -1,7 +1,8 @@
 """The recovery room's events (typed payloads, written with `Store.append_event`).
 
-- `recovery.incident` (on the excluded GPU): one fault, from detection to the first completed
-  step after the restart, with each phase's time. Every time is measured on this run (wall
+- `recovery.incident` (on the excluded GPU; on the rack when a hot rack's slots left the job
+  as one): one fault, from detection to the first completed step after the restart, with
+  each phase's time. Every time is measured on this run (wall
   clock of the supervisor's host), never simulated.
 - `recovery.job` (on the job's id): a supervised job started, resumed or ended.
 - `certify.finding` (on the excluded GPU): the exclusion, in the ladder's finding format, so

@@ -10,8 +10,9 @@ taking their spares from other racks, spends one restart. Pure: no I/O, no state
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rackscale.errors import UserError
 
@@ -22,6 +23,21 @@ class SparesExhausted(UserError):
 
 class UnknownSlotRack(UserError):
     pass
+
+
+# The racks with a cooling condition now -> what is known of it (the evidence an incident
+# carries: the CDU, the flow, and whether that flow is measured or simulated).
+CoolingConditions = Callable[[], Mapping[str, Mapping[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class HotRacks:
+    """Where a supervisor learns of hot racks: `rack_of` every slot of the job and its spares
+    (from the fleet's topology), and `conditions`, asked when a straggler is acted on (a
+    cooling condition comes and goes; the one present then is the one that counts)."""
+
+    rack_of: Mapping[str, str]
+    conditions: CoolingConditions
 
 
 @dataclass(frozen=True, slots=True)

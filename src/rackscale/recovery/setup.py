@@ -23,6 +23,7 @@ from rackscale.errors import UserError
 from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec, Topology
 from rackscale.recovery.launch import Launcher, LocalLauncher
 from rackscale.recovery.localize import Localizer, on_runner
+from rackscale.recovery.racks import CoolingConditions, HotRacks
 from rackscale.recovery.record import Recorder, not_in_fleet
 from rackscale.recovery.supervisor import JobSetup
 from rackscale.registry import Registry, UnknownName
@@ -35,10 +36,12 @@ class UnknownRunner(UnknownName):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Site:
-    """Where a job's slots are: a fleet's topology and the placement of its GPUs' ranks."""
+    """Where a job's slots are: a fleet's topology and the placement of its GPUs' ranks, and
+    (when the site knows) which of its racks have a cooling condition now."""
 
     topo: Topology
     placement: Placement
+    cooling: CoolingConditions | None = None
 
 
 ProbeRunner = Callable[[Site], Runner]
@@ -157,7 +160,13 @@ def build_setup(*, runner: str, job_dir: Path, slots: int, config: Path | None,
         probe, where = spec.probe, site
         localizer = Localizer(site.topo, on_runner(site.topo, lambda: probe(where)),
                               spec.thresholds)
+    hot_racks = None
+    if site is not None and site.cooling is not None and spec.site is not None:
+        # The rack of each slot from the site's topology, so a cooled rack's slots leave the
+        # job together (recovery/racks.py)
+        hot_racks = HotRacks(rack_of={s: site.topo.gpu_place(s).rack for s in placement.ranks},
+                             conditions=site.cooling)
     return JobSetup(job=job_dir.name, job_dir=job_dir, tiers=tiers,
                     launcher=launcher, placement=placement,
                     recorder=Recorder(job_dir, store, fleet=fleet),
-                    localizer=localizer)
+                    localizer=localizer, hot_racks=hot_racks)

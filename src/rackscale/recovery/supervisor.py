@@ -18,15 +18,16 @@ import socket
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rackscale.certify import Placement
 from rackscale.checkpoint import ResumePoint, Tiers, TiersConfig, for_job, resume_point
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
+from rackscale.faults import COOLANT_FLOW_LOW
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
     CollectiveDetector,
@@ -41,7 +42,7 @@ from rackscale.recovery.events import IncidentPayload
 from rackscale.recovery.heartbeat import BeatReader, RankBeats
 from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.localize import Localized, Localizer
-from rackscale.recovery.racks import SparesExhausted
+from rackscale.recovery.racks import HotRacks, RackMove, SparesExhausted, hot_rack_move
 from rackscale.recovery.record import Recorder
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
 from rackscale.recovery.warm import WarmPool
@@ -62,6 +63,9 @@ class JobSetup:
     placement: Placement  # every slot (GPUs first, then spares) and how to start its rank
     recorder: Recorder
     localizer: Localizer | None = None  # probes suspects' GPUs and NICs (None: no probe)
+    # Which racks have a cooling condition (None: not known here; stragglers are then
+    # handled GPU by GPU)
+    hot_racks: HotRacks | None = None
 
 
 @dataclass(slots=True)
@@ -318,6 +322,13 @@ class Supervisor:
         if left:
             self._fail(f"ranks {left} did not stop after SIGKILL within "
                        f"{self.cfg.stop_timeout_s}s")
+        # A straggler in a hot rack is its rack's cooling, not its GPU: no probe, and the
+        # rack's slots leave together (its other ranks would straggle next, one restart each).
+        src = self.setup.hot_racks
+        hot = self._hot_racks(src, sus) if src and sus.kind is Symptom.STRAGGLER else {}
+        if src and hot:
+            self._rack_move(src, sus, out, hot, (t0, stopped))
+            return
         loc = self._localize(sus, out)  # after the stop: the probe needs the CPU and links
         localized = time.time()
         # Not localized: a straggler restarts unexcluded (slow is no proof of a bad part); a
@@ -364,6 +375,85 @@ class Supervisor:
         st.assignment[sus.rank] = spare
         st.save(self.setup.job_dir)
         self.pending, self.pending_t = inc, (out.detected_at, 0.0)
+
+    def _hot_racks(self, src: HotRacks, sus: Suspect) -> dict[str, Mapping[str, Any]]:
+        """Every rack with a cooling condition now (and the condition), when one of them holds
+        a suspect's slot; else none. A source that cannot be read is said and counts as
+        none: the straggler then goes the GPU-by-GPU way, as with no source at all."""
+        st = self.state
+        try:
+            now = dict(src.conditions())
+        except (UserError, OSError) as err:
+            self.note(f"job {st.job}: the racks' cooling could not be read ({err}); the "
+                      "straggler is handled GPU by GPU")
+            return {}
+        racks = {src.rack_of.get(st.assignment[r]) for r in sus.candidates or (sus.rank,)}
+        return now if racks & now.keys() else {}
+
+    def _rack_move(self, src: HotRacks, sus: Suspect, out: Outcome,
+                   hot: Mapping[str, Mapping[str, Any]], t: tuple[float, float]) -> None:
+        """The hot racks' slots in the job are excluded as one, spares from other racks take
+        their ranks, and one incident names the suspect's rack (`coolant_flow_low`); each hot
+        rack gets its finding. Too few spares outside the hot racks: every such slot is
+        excluded all the same, and the job stops as the per-slot path does (no_spare)."""
+        st = self.state
+        short: SparesExhausted | None = None
+        try:
+            move = hot_rack_move(st.assignment, st.spares, src.rack_of, hot)
+        except SparesExhausted as err:
+            # The same slots leave all the same (hot_rack_move's rule, with no spare taken):
+            # they are excluded and the job stops, as a lone slot with no spare is.
+            short, leaving = err, tuple(s for s in st.assignment if src.rack_of[s] in hot)
+            move = RackMove(racks=tuple(sorted({src.rack_of[s] for s in leaving})),
+                            exclude=leaving, moves={}, spares_left=tuple(st.spares))
+        for s in move.exclude:
+            st.excluded[s] = f"{COOLANT_FLOW_LOW} of rack {src.rack_of[s]} (attempt {st.attempt})"
+        inc = self._rack_incident(src, sus, out, move, hot, t)
+        if isinstance(self.setup.launcher, Excluder):  # e.g. a Slurm drain of each node
+            drained = [self.setup.launcher.exclude(self.setup.placement.place(s),
+                                                   f"{st.excluded[s]} of job {st.job}")
+                       for s in move.exclude]
+            inc = inc.model_copy(update={"evidence": {**inc.evidence, "drained": drained}})
+        for rack in (inc.component, *(r for r in move.racks if r != inc.component)):
+            self.setup.recorder.exclude(inc.model_copy(update={"component": rack}))
+        if short is not None:
+            self.setup.recorder.incident(inc.model_copy(update={"outcome": "no_spare"}))
+            st.rank_pids = []
+            st.save(self.setup.job_dir)
+            self._fail(f"{short}. The {len(move.exclude)} slots of rack(s) "
+                       f"{', '.join(move.racks)} were excluded ({COOLANT_FLOW_LOW}); every "
+                       f"checkpoint is kept (latest: {inc.ckpt_id}); run the same command "
+                       "again to resume")
+        for old, spare in move.moves.items():
+            st.assignment[st.assignment.index(old)] = spare
+        st.spares = list(move.spares_left)
+        st.save(self.setup.job_dir)
+        self.pending, self.pending_t = inc, (out.detected_at, 0.0)
+
+    def _rack_incident(self, src: HotRacks, sus: Suspect, out: Outcome, move: RackMove,
+                       hot: Mapping[str, Mapping[str, Any]],
+                       t: tuple[float, float]) -> IncidentPayload:
+        """The one incident of a hot-rack move: on the rack of the suspect's slot (the first
+        suspect in a hot rack), its evidence the slots excluded, the spare each took and each
+        hot rack's cooling condition as the source gave it (the lab's: simulated flow)."""
+        st = self.state
+        slot = next(st.assignment[r] for r in sus.candidates or (sus.rank,)
+                    if src.rack_of[st.assignment[r]] in hot)
+        rank = st.assignment.index(slot)
+        point = self._resume_point()  # what the restart resumes from
+        detect_s, detect_steps = _detect_time(sus, out.ranks[rank], out)
+        done = max((r.done_step for r in out.ranks), default=0)
+        evidence = {**sus.evidence, "racks": list(move.racks), "excluded": list(move.exclude),
+                    "moves": dict(move.moves),
+                    "cooling": {r: dict(hot[r]) for r in move.racks}}
+        return IncidentPayload(
+            job=st.job, attempt=st.attempt, symptom=sus.kind.value, rank=rank,
+            component=src.rack_of[slot], fault_kind=COOLANT_FLOW_LOW, slot=slot,
+            spare=move.moves.get(slot), evidence=evidence, detected_at=out.detected_at,
+            detect_s=detect_s, detect_steps=detect_steps, localize_s=0.0,
+            stop_s=round(t[1] - t[0], 4), ckpt_id=point.id, ckpt_step=point.step,
+            work_lost_steps=max(0, done - point.step), step_s=_step_time(out.ranks, rank),
+            host=socket.gethostname())
 
     def _let_the_step_finish(self, out: Outcome) -> None:
         """A straggler is slow, not stopped: every rank completes the step it is in before
