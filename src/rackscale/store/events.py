@@ -379,7 +379,8 @@ class SimulateStorageWhatifV1(Payload, SimulatedJob):
 @event_kind(RECOVERY_INCIDENT)
 class RecoveryIncidentV1(Closed):
     """One fault of a supervised job, from detection to the first completed step after the
-    restart (component_id: the excluded GPU). The recovery supervisor writes it and the
+    restart (component_id: the excluded GPU; the rack, with fault_kind coolant_flow_low, when
+    a hot rack's slots left the job as one). The recovery supervisor writes it and the
     report, the simulator and the server read it: this model is the one contract of them all.
 
     Every time is measured on the run (wall clock of the supervisor's host, `host`), never
