@@ -532,3 +532,88 @@ def test_job_shape_and_step_are_keyword_only():
         Ledger([], JobShape(), [], [], [], [])  # type: ignore[misc]
     with pytest.raises(AttributeError):
         JobShape().gpus_per_domain = 8  # type: ignore[misc]
+
+
+def test_the_default_shape_is_named_by_the_fleets_pools():
+    from rackscale.fleet import FleetSpec
+
+    def fleet(*templates: str) -> Topology:
+        return Topology.build(FleetSpec.model_validate({"name": "f", "regions": [{
+            "name": "r", "racks": [{"template": t, "count": 1} for t in templates]}]}))
+
+    mixed = fleet("gb200-nvl72", "hgx-h100")
+    assert JobShape().resolved(mixed).name == "whole-hgx-nodes + whole-nvl72-domains"
+    assert JobShape().resolved(fleet("gb200-nvl72")).name == "whole-nvl72-domains"
+    assert JobShape().resolved(fleet("hgx-h100", "hgx-b200")).name == "whole-hgx-nodes"
+    # any other shape, or the default name with its own GPUs per domain, is kept as it is
+    named = JobShape(name="mine", gpus_per_domain=None, required_stages=("domain",))
+    assert named.resolved(mixed) is named
+    sized = JobShape(gpus_per_domain=64)
+    assert sized.resolved(mixed) is sized
+    resolved = JobShape(required_stages=("gpu",)).resolved(mixed)
+    assert resolved.required_stages == ("gpu",) and resolved.gpus_per_domain is None
+
+
+def test_the_healthy_step_names_the_older_runs_evidence_still_stands_on(topo):
+    def source(*older: tuple[str, str]) -> str:
+        v = V(topo).all_production().run(run_id="c-9")
+        for kind, run in older:
+            if kind == "finding":
+                v.finding(f"{R1}/c01/gpu0", "slow_gpu", run_id=run)
+            else:
+                v.view.results.append(v.ev(R2, "certify.result", {
+                    "verdict": "pass", "run_id": run, "stages_passed": ["domain"]}))
+        return v.ledger().step("healthy").source
+
+    assert source().endswith("0 findings, 0 results")  # nothing older: nothing to say
+    assert source(("finding", "c-9"), ("result", "c-9")).endswith("1 findings, 1 results")
+    assert source(("finding", "c-1")).endswith(
+        "; parts the run left out keep their newest evidence, of run c-1")
+    # findings and results both count, each run once, in order
+    assert source(("result", "c-2"), ("finding", "c-1"), ("finding", "c-2"),
+                  ("result", "c-9")).endswith("newest evidence, of runs c-1, c-2")
+
+
+def test_a_rack_counts_only_its_certified_domains(topo):
+    v = V(topo).all_production().run().finding(f"{R2}/c03/gpu1", "gpu_dead").passed()
+    racks = {r["id"]: r for r in v.ledger().racks}
+    assert (racks[R1]["domains_certified"], racks[R1]["domains_healthy"]) == (1, 1)
+    assert (racks[R2]["domains_certified"], racks[R2]["domains_healthy"]) == (0, 0)
+
+
+def test_a_simulation_of_another_fleet_is_not_applied_and_says_so(topo):
+    v = V(topo).all_production()
+    v.view.other_simulation = v.ev("elsewhere", "simulate.run",
+                                   SIM_BASE | {"fleet": "elsewhere", "ettr": {"mean": 0.5}})
+    ledger = v.ledger()
+    step = ledger.step("goodput")
+    assert (step.count, step.reason, step.basis) == (144, "simulate_other_fleet", "not_run")
+    assert step.note == "simulation is of fleet elsewhere"
+    (warning,) = ledger.warnings
+    assert "is of fleet 'elsewhere'" in warning and "goodput is not applied" in warning
+    # with this fleet's own simulation too, that one is used and the warning says so
+    v.sim(ettr={"mean": 0.5})
+    ledger = v.ledger()
+    assert ledger.step("goodput").count == 72.0
+    (warning,) = ledger.warnings
+    assert f"the latest one of {topo.spec.name} (seq {v.view.simulate_run.seq}) is used" \
+        in warning
+
+
+def test_a_simulation_of_another_size_or_of_one_pool_is_warned_of(topo):
+    def warnings(**payload: Any) -> list[str]:
+        return [w for w in V(topo).all_production().sim(ettr={"mean": 0.9}, **payload)
+                .ledger().warnings if "simulate.run" in w]
+
+    assert warnings(fleet_gpus=144) == []
+    (other,) = warnings(fleet_gpus=288)
+    assert "counted 288 GPUs" in other and "the loaded spec has 144" in other
+    (pool,) = warnings(fleet_gpus=144, pool_gpus=72, pool="gb200-nvl72")
+    assert "ran its job on pool gb200-nvl72 (72 of 144 GPUs)" in pool
+    assert warnings(fleet_gpus=144, pool_gpus=144, pool="all") == []
+    assert warnings(pool_gpus=72) == []  # no fleet figure: the pool is the whole of it
+
+
+def test_goodput_notes_a_smaller_simulated_job_too(topo):
+    step = _goodput(topo, ettr={"mean": 0.9}, job_gpus=72)
+    assert step.note == "simulated job of 72 GPUs; its ETTR applied to the 144 certified GPUs"
