@@ -31,6 +31,7 @@ from rackscale.checkpoint.manifest import (
     chunk_count,
     ckpt_id_for,
     current_state,
+    is_plain_id,
     latest_json,
     parse_latest,
 )
@@ -261,6 +262,9 @@ ITEM_RULES = [
     ("short digest", lambda i: i["chunks"].__setitem__(2, i["chunks"][2][:-1]), "chunks[2]"),
     ("long digest", lambda i: i["chunks"].__setitem__(2, i["chunks"][2] + "0"), "chunks[2]"),
     ("item hash", lambda i: i.update(hash=digest(b"x", ALGO)), "item hash does not match"),
+    # a wrong hash that sorts after the right one and one that sorts before: both refused
+    ("item hash ffff", lambda i: i.update(hash="f" * len(i["hash"])), "item hash does not match"),
+    ("item hash 0000", lambda i: i.update(hash="0" * len(i["hash"])), "item hash does not match"),
     ("slash", lambda i: i.update(name="a/b"), "'a/b' is not a plain file name"),
     ("dotdot", lambda i: i.update(name=".."), "is not a plain file name"),
     ("dot", lambda i: i.update(name="."), "is not a plain file name"),
@@ -470,3 +474,43 @@ def test_a_new_manifest_takes_its_fields_by_name_only() -> None:
     with pytest.raises(TypeError):
         Manifest.new(m.id, m.step, m.save_uuid, m.algo, m.chunk_size,  # type: ignore[misc]
                      m.items, m.created_at)
+
+
+def _version_2(**over) -> dict:
+    """A manifest as version 2 wrote it: no `job` field, and none in its hash."""
+    raw = raw_of(sample())
+    raw["version"] = 2
+    del raw["job"]
+    return rehash(raw | over)
+
+
+def test_version_2_manifests_read_without_a_job_and_write_back_without_one() -> None:
+    raw = _version_2()
+    m = load(raw)
+    assert (m.version, m.job) == (2, "")
+    assert "job" not in raw_of(m) and "job" not in raw_of(m.for_tier("us-east", {}))
+    assert m.hash == checkpoint_hash(m) == raw["hash"]
+    # a job field is no part of version 2: refused as a field it does not have
+    with pytest.raises(ManifestInvalid, match="job"):
+        load(raw | {"job": "train"})
+    # the version 3 hash binds the job: the same manifest as version 3 hashes differently
+    v3 = raw_of(sample())
+    assert "job" in v3 and load(v3).hash != m.hash
+
+
+def test_the_manifest_must_be_the_one_of_its_key_whichever_way_the_ids_sort() -> None:
+    data = sample().to_json()  # id step-00000003
+    for stored_under in ("step-00000002", "step-00000004", "step-3"):
+        with pytest.raises(ManifestInvalid, match="but the manifest is stored under"):
+            Manifest.from_json(data, expect_id=stored_under)
+
+
+@pytest.mark.parametrize(("ckpt_id", "plain"), [
+    ("step-00000001", True), ("a b", True), ("a~b", True), ("caf\u00e9", True),
+    ("a\x80b", True), ("", False), (".", False), ("..", False), ("a/b", False),
+    ("a\\b", False), ("a\x00b", False), ("a\x1fb", False), ("a\x7fb", False),
+    ("a\tb", False)])
+def test_a_plain_id_is_one_path_segment_without_control_characters(ckpt_id: str,
+                                                                    plain: bool) -> None:
+    # space (32) is the first character allowed and DEL (127) the only one above it refused
+    assert is_plain_id(ckpt_id) is plain
