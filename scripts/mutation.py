@@ -94,18 +94,7 @@ MODULES: dict[str, list[str]] = {
 # module here is reported by the staleness test (tests/test_mutation_scores.py) as pending,
 # not as scored; one whose score is current again must leave this list (the test says so).
 # TESTING.md's table lists them as pending with their last score as history.
-RESCORE_PENDING: dict[str, str] = {
-    "report/shapes.py": "scored 219/229 on 2026-12-02; tests for six of its survivors added "
-                        "since (--recheck: 225/227, the other two argued in TESTING.md)",
-    "report/ledger.py": "scored 2026-12-01; the per-rack job shape and the serving rule "
-                        "changed it since",
-    "checkpoint/manifest.py": "scored 2026-12-01; job-scoped manifests (version 3) since",
-    "checkpoint/restore.py": "scored 2026-12-01; pointer votes, repairs, bounded waits since",
-    "checkpoint/multinode.py": "job-scoped keys changed it after the 2026-12-02 score of "
-                               "139/149",
-    "recovery/detect.py": "the straggler rule needs both scores now (others and own best); "
-                          "its tests changed with it after its recorded score",
-}
+RESCORE_PENDING: dict[str, str] = {}
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
 # of == != < <= > >= is replaced by every other of the six (5 mutants per comparison), `is` and
