@@ -81,3 +81,24 @@ def test_a_ring_down_once_and_never_again_stays_unlocalized_on_its_leaf() -> Non
     topo = Topology.build(load_fleet(default_fleet_path()))
     leaf = topo.leaves[int(topo.gpu_leaf[2])]
     assert _run(2, {0}, 50.0) == [(leaf, "unlocalized", None)]
+
+
+@pytest.mark.parametrize("gpu", [0, 5])
+def test_a_flapping_dead_nic_whose_leaf_ring_passed_is_named_through_its_spine_ring(
+        gpu: int) -> None:
+    """Every repeat of the GPU's leaf ring fell in an up phase (the ring passed); the spine
+    ring of its rail went down in both samples. Before, that was `unlocalized` on the whole
+    lab; the spine ring's members are now paired until a pair lands in a down phase."""
+    topo = Topology.build(load_fleet(default_fleet_path()))
+    nic = topo.ids[int(topo.gpu_nic[gpu])]
+    # leaf ring (repeats 0-2) up; spine ring and its retest (3-5, 6-8) each down once; the
+    # chases' pair tests (from 9 on) up until the last one the ladder allows
+    down = {REPEATS, 2 * REPEATS, 3 * REPEATS + (FLAP_TRIES - 1) * REPEATS}
+    assert _run(gpu, down, 50.0) == [(nic, "flapping", "nic_dead")]
+
+
+def test_a_spine_ring_down_in_both_samples_with_no_pair_down_stays_unlocalized() -> None:
+    # no pair retest ever lands in a down phase: nothing names a member, the ring's region
+    # keeps the finding as before
+    found = _run(5, {REPEATS, 2 * REPEATS}, 50.0)
+    assert [(c, k) for c, k, _ in found] == [("lab", "unlocalized")]

@@ -30,8 +30,10 @@ DB_SECRET = "PLANTED1"
 AT_SECRET = "S3c@ret"  # the password of ops:S3c@ret@host
 S3_USER, S3_SECRET = "AKPLANTED2", "S3PLANTED3"
 BMC_USER, BMC_SECRET = "bmcops", "BMCPLANTED4"
-# Every planted string, and what a misparse would leave of one (`ret@` of S3c@ret).
-PLANTED = [DB_SECRET, AT_SECRET, "S3c", "ret@", S3_USER, S3_SECRET, BMC_SECRET,
+# Every planted string, and what a misparse would leave of one (`ret@` of S3c@ret, `:S3c` or
+# `S3c@` of its first half). A fragment is looked for with its delimiter: a bare "S3c" turns up
+# by chance in report.html's base64 plots (CI found it there once).
+PLANTED = [DB_SECRET, AT_SECRET, ":S3c", "S3c@", "ret@", S3_USER, S3_SECRET, BMC_SECRET,
            base64.b64encode(f"{BMC_USER}:{BMC_SECRET}".encode()).decode()]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from rackscale.certify.campaign import ProbeFailed
 from rackscale.certify.findings import Finding
-from rackscale.certify.localize import Suspect, bisect
+from rackscale.certify.localize import Outcome, Suspect, bisect
 from rackscale.certify.state import DOWN_REL, RunState, split_by
 from rackscale.certify.verdict import FAIL, Judgement
 from rackscale.provenance import Provenance
@@ -69,7 +69,13 @@ def run_stage_multirack(st: RunState) -> None:
             st.ok[np.concatenate(failed_gpus)] = False
         _lone_gpus(st, lone, good, {int(topo.gpu_leaf[groups[i][0]]) for i in
                                     np.flatnonzero(~j.failed)})
-        _spine_rings(st)
+        for g, out, finding in _spine_rings(st):
+            named = _chase_spine_ring(st, g, out)
+            if named is not None and int(named.members[0]) in _in_leaf_rings(groups):
+                st.ok[_blame(st, named, groups, ring_of, j, on_rel)] = False
+            else:
+                st.findings.append(finding)
+                st.ok[g] = False
         _nvlink_on(st)
     except ProbeFailed as err:
         st.probe_error(4, err, topo.spec.name)
@@ -212,12 +218,14 @@ def _lone_gpus(st: RunState, lone: np.ndarray, good: dict[tuple[int, int, int], 
                                            " is short: its cable or the leaf"}))
 
 
-def _spine_rings(st: RunState) -> None:
+def _spine_rings(st: RunState) -> list[tuple[np.ndarray, Outcome, Finding]]:
     """Rings per rail and link class across a region's leaves and across regions (through
     the spines). Every leaf ring passed, so a short spine ring names no part: it is measured
     once more, and only a shortfall seen in both samples is reported (a persistent or
     flapping fault of the spine tier shows in both soak windows; a stall of a shared host,
-    which hits a ring of many ranks more than the leaf rings, rarely twice)."""
+    which hits a ring of many ranks more than the leaf rings, rarely twice). A ring that went
+    down in some repeats (a flapping link) is returned with its finding, for the caller to
+    chase to its member first (the others are recorded here)."""
     topo = st.topo
     gpus = np.flatnonzero(st.ok)
     rail = topo.gpu_region[gpus].astype(np.int64) * 1000 + topo.gpu_slot[gpus]
@@ -227,19 +235,20 @@ def _spine_rings(st: RunState) -> None:
         groups += [g for g in split_by(gpus, _ring_key(st, gpus, topo.gpu_slot[gpus]))[1]
                    if len(np.unique(topo.gpu_region[g])) >= 2]
     if not groups:
-        return
+        return []
     st.note(4, f"NVLink-off rings through the spines: {len(groups)}")
-    j, _ = st.judge_groups("scaleout_allreduce", groups, learn=False)
+    j, sampled = st.judge_groups("scaleout_allreduce", groups, learn=False)
     short = [int(i) for i in np.flatnonzero(j.verdict == FAIL)]
     if not short:
-        return
+        return []
     st.note(4, f"{len(short)} spine rings short; measuring them again")
     again, _ = st.judge_groups("scaleout_allreduce", [groups[i] for i in short], learn=False)
+    flapped = []
     for k, i in enumerate(short):
         if again.verdict[k] != FAIL:
             continue
         g = groups[i]
-        st.findings.append(Finding(
+        finding = Finding(
             component=st.scope_of(g), kind="unlocalized", stage=4, confidence=0.5,
             evidence={"fabric": "scaleout", "note": "spine-level ring short in two samples "
                       "while every leaf ring passed", "rel": round(float(j.rel[i]), 4),
@@ -248,8 +257,46 @@ def _spine_rings(st: RunState) -> None:
                                       np.nan_to_num(j.rel_samples[:, i])],
                       "retest_rel_repeats": [round(float(x), 4) for x in
                                              np.nan_to_num(again.rel_samples[:, k])],
-                      "gpus": len(g)}))
+                      "gpus": len(g)})
+        out = st.outcome(j, i, sampled)
+        if _flapped_down(Suspect("unresolved", g, out)):
+            flapped.append((g, out, finding))  # a link that flaps: the caller chases it
+            continue
+        st.findings.append(finding)
         st.ok[g] = False
+    return flapped
+
+
+def _in_leaf_rings(groups: list[np.ndarray]) -> set[int]:
+    """The GPUs the leaf rings hold (a lone GPU has no leaf ring to blame it through)."""
+    return {int(x) for g in groups for x in g}
+
+
+def _chase_spine_ring(st: RunState, g: np.ndarray, out: Outcome) -> Suspect | None:
+    """A spine ring that went down in some repeats while every leaf ring passed: its leaf
+    rings' tests all fell in a flapping link's up phases. Each other member is paired with
+    one member, up to FLAP_TRIES times, until a retest lands in a down phase: one failing
+    pair names its other member; every pair failing names the shared member. A spine
+    fault fails only the pairs across leaves, which names no one (None: unlocalized)."""
+    ref, others = int(g[0]), [int(x) for x in g[1:]]
+    if len(others) < 2:
+        return None  # one pair cannot tell its two members apart
+    test = st.tester("scaleout_allreduce")
+    for _ in range(FLAP_TRIES):
+        outs = test([np.asarray([x, ref]) for x in others])
+        failed = [(x, o) for x, o in zip(others, outs, strict=True) if o.fail]
+        if len(failed) == len(others):
+            member, worst = ref, min(outs, key=lambda o: o.rel)
+        elif len(failed) == 1:
+            member, worst = failed[0]
+        else:
+            continue  # none failed (an up phase), or some: no single member explains it
+        trail: list[dict[str, object]] = [
+            {"gpus": len(g), "rel": round(out.rel, 4), "fail": True, "spine_ring": True}]
+        trail += [{"gpus": 2, "pair_with": ref, "rel": round(o.rel, 4), "fail": o.fail}
+                  for o in outs]
+        return Suspect("member", np.asarray([member]), replace(worst, flapping=True), trail)
+    return None
 
 
 def _nvlink_on(st: RunState) -> None:
