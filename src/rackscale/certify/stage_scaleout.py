@@ -71,7 +71,8 @@ def run_stage_multirack(st: RunState) -> None:
                                     np.flatnonzero(~j.failed)})
         for g, out, finding in _spine_rings(st):
             named = _chase_spine_ring(st, g, out)
-            if named is not None and int(named.members[0]) in _in_leaf_rings(groups):
+            # a lone GPU has no leaf ring to be blamed through: the ring stays unlocalized
+            if named is not None and int(named.members[0]) not in lone:
                 st.ok[_blame(st, named, groups, ring_of, j, on_rel)] = False
             else:
                 st.findings.append(finding)
@@ -94,9 +95,13 @@ FLAP_DOWN_REL = 0.25
 FLAP_TRIES = 8
 
 
-def _flapped_down(sp: Suspect) -> bool:
-    """The suspect's group went down in some repeats and ran healthy in others."""
-    return sp.outcome.flapping and sp.outcome.fail_rel <= FLAP_DOWN_REL
+def _flapped_down(o: Outcome) -> bool:
+    """The group went down in some repeats and ran healthy in others."""
+    return o.flapping and o.fail_rel <= FLAP_DOWN_REL
+
+
+def _unresolved_flap(sp: Suspect) -> bool:
+    return sp.kind == "unresolved" and _flapped_down(sp.outcome)
 
 
 def _chase_flaps(st: RunState, suspects: list[Suspect], passed: list[Suspect],
@@ -108,9 +113,9 @@ def _chase_flaps(st: RunState, suspects: list[Suspect], passed: list[Suspect],
     spine ring kept failing (named on the whole fleet); or, when the ring's own retest caught
     a down phase, unlocalized on the leaf. One still unnamed stays a suspect (the leaf,
     unlocalized); a cleared one that never flapped stays cleared."""
-    flapped = [sp for sp in suspects if sp.kind == "unresolved" and _flapped_down(sp)]
-    out = [sp for sp in suspects if not (sp.kind == "unresolved" and _flapped_down(sp))]
-    for sp in [*flapped, *filter(_flapped_down, passed)]:
+    out = [sp for sp in suspects if not _unresolved_flap(sp)]
+    chase = [sp for sp in suspects if _unresolved_flap(sp)]
+    for sp in chase + [sp for sp in passed if _flapped_down(sp.outcome)]:
         ref = good.get(_rail_class(st, int(sp.members[0]))) if len(sp.members) < 4 else None
         named = None
         for _ in range(FLAP_TRIES):
@@ -259,17 +264,12 @@ def _spine_rings(st: RunState) -> list[tuple[np.ndarray, Outcome, Finding]]:
                                              np.nan_to_num(again.rel_samples[:, k])],
                       "gpus": len(g)})
         out = st.outcome(j, i, sampled)
-        if _flapped_down(Suspect("unresolved", g, out)):
+        if _flapped_down(out):
             flapped.append((g, out, finding))  # a link that flaps: the caller chases it
             continue
         st.findings.append(finding)
         st.ok[g] = False
     return flapped
-
-
-def _in_leaf_rings(groups: list[np.ndarray]) -> set[int]:
-    """The GPUs the leaf rings hold (a lone GPU has no leaf ring to blame it through)."""
-    return {int(x) for g in groups for x in g}
 
 
 def _chase_spine_ring(st: RunState, g: np.ndarray, out: Outcome) -> Suspect | None:
