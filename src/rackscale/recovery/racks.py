@@ -18,7 +18,10 @@ from rackscale.errors import UserError
 
 
 class SparesExhausted(UserError):
-    pass
+    def __init__(self, message: str, move: RackMove | None = None) -> None:
+        super().__init__(message)
+        # for hot racks: the slots that leave all the same, with no spare taken
+        self.move = move
 
 
 class UnknownSlotRack(UserError):
@@ -66,13 +69,14 @@ def hot_rack_move(assignment: Sequence[str], spares: Sequence[str],
     hot = set(hot)
     exclude = tuple(s for s in assignment if rack_of[s] in hot)
     cool = [s for s in spares if rack_of[s] not in hot]
+    racks = tuple(sorted({rack_of[s] for s in exclude}))
     if len(cool) < len(exclude):
-        racks = ", ".join(sorted({rack_of[s] for s in exclude}))
         raise SparesExhausted(
-            f"rack(s) {racks} are hot: {len(exclude)} slots of the job must leave together "
-            f"and only {len(cool)} spares lie in other racks; add spares outside the hot "
-            "rack(s) or restore their cooling")
+            f"rack(s) {', '.join(racks)} are hot: {len(exclude)} slots of the job must leave "
+            f"together and only {len(cool)} spares lie in other racks; add spares outside the "
+            "hot rack(s) or restore their cooling",
+            RackMove(racks=racks, exclude=exclude, moves={}, spares_left=tuple(spares)))
     moves = dict(zip(exclude, cool, strict=False))
     taken = set(moves.values())
-    return RackMove(racks=tuple(sorted({rack_of[s] for s in exclude})), exclude=exclude,
-                    moves=moves, spares_left=tuple(s for s in spares if s not in taken))
+    return RackMove(racks=racks, exclude=exclude, moves=moves,
+                    spares_left=tuple(s for s in spares if s not in taken))

@@ -401,11 +401,11 @@ class Supervisor:
         try:
             move = hot_rack_move(st.assignment, st.spares, src.rack_of, hot)
         except SparesExhausted as err:
-            # The same slots leave all the same (hot_rack_move's rule, with no spare taken):
-            # they are excluded and the job stops, as a lone slot with no spare is.
-            short, leaving = err, tuple(s for s in st.assignment if src.rack_of[s] in hot)
-            move = RackMove(racks=tuple(sorted({src.rack_of[s] for s in leaving})),
-                            exclude=leaving, moves={}, spares_left=tuple(st.spares))
+            # The same slots leave all the same, with no spare taken: they are excluded and
+            # the job stops, as a lone slot with no spare is.
+            if err.move is None:
+                raise
+            short, move = err, err.move
         for s in move.exclude:
             st.excluded[s] = f"{COOLANT_FLOW_LOW} of rack {src.rack_of[s]} (attempt {st.attempt})"
         inc = self._rack_incident(src, sus, out, move, hot, t)
