@@ -140,7 +140,9 @@ def renamed_args(cmd: Any, args: list[str]) -> list[str]:
         p = params.get(name)
         if (p is not None and p.param_type_name == "option" and not eq
                 and not getattr(p, "is_flag", False) and not getattr(p, "count", False)):
-            out += [] if (its := next(rest, None)) is None else [its]  # its value, as is
+            value_token = next(rest, None)  # the option's value, passed on as it is
+            if value_token is not None:
+                out.append(value_token)
     return out
 
 
