@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rackscale.fleet import Topology
     from rackscale.recovery import CoolingConditions, Site
     from rackscale.soak import Schedule
+    from rackscale.store import Store
 
 app = noun("Supervise a distributed training job: detect faults, exclude, resume on a spare.")
 
@@ -161,7 +162,8 @@ def run(
     # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
     # findings and incidents go where `lifecycle` and `job incidents` read them.
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
-                        db=db or default_db_url(), site=_site(runner, lab_dir))
+                        db=db or default_db_url(),
+                        site=_site(runner, lab_dir, db or default_db_url()))
     notes: list[str] = []
 
     def note(message: str) -> None:  # as it happens, so a long job says it at once
@@ -179,7 +181,7 @@ def run(
         f"{', '.join(state.excluded) or 'none'}")
 
 
-def _site(runner: str, lab_dir: Path | None) -> Site | None:
+def _site(runner: str, lab_dir: Path | None, db: str) -> Site | None:
     """The GPUs a runner places ranks on when they are not this host's: the lab's."""
     from rackscale.errors import UserError
     from rackscale.recovery import RUNNERS, Site
@@ -202,15 +204,32 @@ def _site(runner: str, lab_dir: Path | None) -> Site | None:
     if placement is None:  # the state vanished between the two reads
         raise UserError(f"--runner {runner}: the lab in {lab_dir} went away; "
                         f"`rackscale lab up --lab {lab_dir}`")
-    return Site(topo=topo, placement=placement, cooling=lab_cooling(lab_dir, topo))
+    from rackscale.lifecycle import enrolled_racks
+    from rackscale.store import Store
+
+    store = Store(db)
+    racks = {r.id for r in topo.racks}
+    cooling = lifecycle_cooling(store, racks) if enrolled_racks(store, racks) == racks \
+        else lab_cooling(lab_dir, topo)
+    return Site(topo=topo, placement=placement, cooling=cooling)
+
+
+def lifecycle_cooling(store: Store, racks: set[str]) -> CoolingConditions:
+    """The hot racks as the lifecycle's coolant-fault response has them (read at each ask),
+    when the lifecycle in the job's store knows every rack of the lab: it owns the response,
+    and a rack at its drain tier makes the job leave it (`drain`)."""
+    from rackscale.lifecycle import coolant_conditions
+
+    return lambda: coolant_conditions(store, racks)
 
 
 def lab_cooling(lab_dir: Path, topo: Topology) -> CoolingConditions:
-    """The lab's hot racks for the supervisor: each rack whose CDU has a `coolant_flow_low`
-    fault present, with its flow (the lowest, when several), read from the lab's state each
-    time it is asked (faults come and go while the job runs). Here, not in the recovery
-    room, which may not import the lab. The rack is the CDU's holder in the fleet's topology;
-    the lab has no cooling loop, so the flow is the fault's severity: simulated."""
+    """The lab's hot racks for the supervisor, when no lifecycle knows the lab's racks: each
+    rack whose CDU has a `coolant_flow_low` fault present, with its flow (the lowest, when
+    several), read from the lab's state each time it is asked (faults come and go while the
+    job runs). Here, not in the recovery room, which may not import the lab. The rack is the
+    CDU's holder in the fleet's topology; the lab has no cooling loop, so the flow is the
+    fault's severity: simulated. No rack is drained this way: nothing here runs the tiers."""
     from rackscale import lab
     from rackscale.faults import COOLANT_FLOW_LOW
     from rackscale.fleet import CDU

@@ -22,6 +22,7 @@ from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, Rank
 from rackscale.recovery.localize import Localized, Localizer, on_runner
 from rackscale.recovery.racks import CoolingConditions, HotRacks
 from rackscale.recovery.record import NotInFleet, Recorder, read_incidents
+from rackscale.recovery.returns import Return, ReturnError, read_returns, request_return
 from rackscale.recovery.setup import (
     RUNNERS,
     JobRunner,
@@ -70,6 +71,8 @@ __all__ = [
     "RankEnv",
     "RankProcess",
     "Recorder",
+    "Return",
+    "ReturnError",
     "Site",
     "SparesExhausted",
     "StragglerDetector",
@@ -89,6 +92,8 @@ __all__ = [
     "make_job_config",
     "on_runner",
     "read_incidents",
+    "read_returns",
+    "request_return",
     "timeout_of",
     "train",
     "wait_for_rank",

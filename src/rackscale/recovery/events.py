@@ -25,6 +25,7 @@ JobPayload = RecoveryJobV1
 
 # A runtime symptom -> the fault kind (docs/formats.md) its finding names before any probe has
 # localized it: the process or its GPU died, or the GPU is slow.
-SYMPTOM_KIND = {"fail_stop": "gpu_dead", "hang": "gpu_dead", "straggler": "slow_gpu"}
+SYMPTOM_KIND = {"fail_stop": "gpu_dead", "hang": "gpu_dead", "straggler": "slow_gpu",
+                "drain": "coolant_flow_low"}
 
 restart_cost_s = incident_restart_cost_s  # the rule lives with the event contract

@@ -81,10 +81,12 @@ class Recorder:
         self._append(inc.component, INCIDENT, inc.model_dump(mode="json"),
                      f"{inc.symptom} in job {inc.job}: {inc.outcome}")
 
-    def job(self, st: JobState, status: str, ckpt_id: str | None, message: str = "") -> None:
+    def job(self, st: JobState, status: str, ckpt_id: str | None, message: str = "",
+            slots: list[str] | None = None) -> None:
         p = JobPayload(job=st.job, status=status, gpus=st.gpus,
                        spares_left=len(st.spares), excluded=sorted(st.excluded),
-                       attempt=st.attempt, ckpt_id=ckpt_id, message=message)
+                       attempt=st.attempt, ckpt_id=ckpt_id, message=message,
+                       slots=slots or [])
         self._append(f"job/{st.job}", JOB, p.model_dump(mode="json"), f"job {status}")
 
 

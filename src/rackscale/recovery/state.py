@@ -41,6 +41,7 @@ class JobState(BaseModel):
     attempt: int = 0
     rank_pids: list[RankPid] = Field(default_factory=list)
     finished: bool = False
+    returns_read: int = 0  # lines of returns.jsonl already taken (returns.py)
 
     @staticmethod
     def path(job_dir: str | os.PathLike[str]) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import socket
@@ -44,6 +45,7 @@ from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_ad
 from rackscale.recovery.localize import Localized, Localizer
 from rackscale.recovery.racks import HotRacks, RackMove, SparesExhausted, hot_rack_move
 from rackscale.recovery.record import Recorder
+from rackscale.recovery.returns import read_returns
 from rackscale.recovery.state import JobState, RankPid, alive_ranks, start_ticks
 from rackscale.recovery.warm import WarmPool
 
@@ -74,6 +76,12 @@ class Outcome:
     suspect: Suspect | None = None
     ranks: list[RankBeats] = field(default_factory=list)
     detected_at: float = 0.0
+    # The racks the lifecycle drained for their cooling while the job ran in them (no rank
+    # showed a symptom; the job must leave them), with their conditions
+    drained: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+DRAIN_POLL_S = 2.0  # how often a running job asks whether a rack it uses was drained
 
 
 def latest_committed(tiers: Tiers) -> tuple[str | None, int]:
@@ -123,6 +131,7 @@ class Supervisor:
         # The job's best collective time carries over restarts: a fault present from an
         # attempt's first step (a bad NIC left in the job) is slow against it too.
         self.best_collective: float | None = None
+        self.drain_said = 0  # the attempt in which an unreadable cooling source was said
         self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir) \
             if cfg.warm else None
 
@@ -229,6 +238,7 @@ class Supervisor:
             if self.setup.localizer is not None else None
         said = False  # a straggler left to finish the job is said once
         flagged: dict[int, int] = {}  # rank -> step of its unconfirmed straggler flag
+        next_drain = 0.0
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
@@ -256,6 +266,12 @@ class Supervisor:
                 suspect = None
             if suspect is not None:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
+            if now >= next_drain:
+                next_drain = now + DRAIN_POLL_S
+                drained = self._drained()
+                if drained:
+                    return Outcome(finished=False, ranks=ranks, detected_at=now,
+                                   drained=drained)
             time.sleep(cfg.poll_s)
 
     def _finished(self, reader: BeatReader) -> Outcome:
@@ -306,9 +322,16 @@ class Supervisor:
 
     # --- after a fault ------------------------------------------------------------------------
     def _recover(self, out: Outcome) -> None:
-        sus = out.suspect
+        sus, src = out.suspect, self.setup.hot_racks
+        self._take_returns()
+        if out.drained and src is not None:  # slow, not stopped, like a straggler
+            self._let_the_step_finish(out)
+            t0 = time.time()
+            self._stop_ranks()
+            self._rack_move(src, None, out, out.drained, (t0, time.time()))
+            return
         if sus is None:
-            raise RuntimeError("_recover needs a suspect")
+            raise RuntimeError("_recover needs a suspect or a drained rack")
         code = sus.evidence.get("exit_code")
         if sus.kind is Symptom.FAIL_STOP and code is not None and code > 0 and \
                 not any(r.steps_seen for r in out.ranks):
@@ -317,14 +340,10 @@ class Supervisor:
         if sus.kind is Symptom.STRAGGLER:
             self._let_the_step_finish(out)
         t0 = time.time()
-        left = stop_all(self.procs, self.cfg.stop_timeout_s)
+        self._stop_ranks()
         stopped = time.time()
-        if left:
-            self._fail(f"ranks {left} did not stop after SIGKILL within "
-                       f"{self.cfg.stop_timeout_s}s")
         # A straggler in a hot rack is its rack's cooling, not its GPU: no probe, and the
         # rack's slots leave together (its other ranks would straggle next, one restart each).
-        src = self.setup.hot_racks
         hot = self._hot_racks(src, sus) if src and sus.kind is Symptom.STRAGGLER else {}
         if src and hot:
             self._rack_move(src, sus, out, hot, (t0, stopped))
@@ -376,6 +395,48 @@ class Supervisor:
         st.save(self.setup.job_dir)
         self.pending, self.pending_t = inc, (out.detected_at, 0.0)
 
+    def _stop_ranks(self) -> None:
+        left = stop_all(self.procs, self.cfg.stop_timeout_s)
+        if left:
+            self._fail(f"ranks {left} did not stop after SIGKILL within "
+                       f"{self.cfg.stop_timeout_s}s")
+
+    def _take_returns(self) -> None:
+        """Slots returned after a certified repair (returns.py) become spares again; a slot
+        this job no longer excludes (returned twice) is passed over. Said, and recorded."""
+        st = self.state
+        new = read_returns(self.setup.job_dir, st.returns_read)
+        for ret in new:
+            back = [s for s in ret.slots if s in st.excluded]
+            for s in back:
+                del st.excluded[s]
+                st.spares.append(s)
+            if back:
+                why = json.dumps(ret.evidence, sort_keys=True)
+                self.note(f"job {st.job}: {', '.join(back)} back as spare(s) on {why}")
+                self.setup.recorder.job(st, "rejoined", None, why, slots=back)
+        if new:
+            st.returns_read += len(new)
+            st.save(self.setup.job_dir)
+
+    def _drained(self) -> dict[str, Mapping[str, Any]]:
+        """The racks the job uses that the lifecycle drained for their cooling (`drain` in
+        their condition), with their conditions; none when no source knows, or it cannot be
+        read now (said once per attempt: the job goes on, and stragglers still count)."""
+        src, st = self.setup.hot_racks, self.state
+        if src is None:
+            return {}
+        try:
+            now = dict(src.conditions())
+        except (UserError, OSError) as err:
+            if self.drain_said != st.attempt:
+                self.drain_said = st.attempt
+                self.note(f"job {st.job}: the racks' cooling could not be read ({err})")
+            return {}
+        used = {src.rack_of.get(s) for s in st.assignment}
+        drained = {r: c for r, c in now.items() if c.get("drain") and r in used}
+        return now if drained else {}
+
     def _hot_racks(self, src: HotRacks, sus: Suspect) -> dict[str, Mapping[str, Any]]:
         """Every rack with a cooling condition now (and the condition), when one of them holds
         a suspect's slot; else none. A source that cannot be read is said and counts as
@@ -390,11 +451,12 @@ class Supervisor:
         racks = {src.rack_of.get(st.assignment[r]) for r in sus.candidates or (sus.rank,)}
         return now if racks & now.keys() else {}
 
-    def _rack_move(self, src: HotRacks, sus: Suspect, out: Outcome,
+    def _rack_move(self, src: HotRacks, sus: Suspect | None, out: Outcome,
                    hot: Mapping[str, Mapping[str, Any]], t: tuple[float, float]) -> None:
         """The hot racks' slots in the job are excluded as one, spares from other racks take
-        their ranks, and one incident names the suspect's rack (`coolant_flow_low`); each hot
-        rack gets its finding. Too few spares outside the hot racks: every such slot is
+        their ranks, and one incident names the suspect's rack (`coolant_flow_low`; with no
+        suspect, a rack the lifecycle drained: symptom `drain`); each hot rack gets its
+        finding. Too few spares outside the hot racks: every such slot is
         excluded all the same, and the job stops as the per-slot path does (no_spare)."""
         st = self.state
         short: SparesExhausted | None = None
@@ -430,24 +492,35 @@ class Supervisor:
         st.save(self.setup.job_dir)
         self.pending, self.pending_t = inc, (out.detected_at, 0.0)
 
-    def _rack_incident(self, src: HotRacks, sus: Suspect, out: Outcome, move: RackMove,
-                       hot: Mapping[str, Mapping[str, Any]],
+    def _rack_incident(self, src: HotRacks, sus: Suspect | None, out: Outcome,
+                       move: RackMove, hot: Mapping[str, Mapping[str, Any]],
                        t: tuple[float, float]) -> IncidentPayload:
         """The one incident of a hot-rack move: on the rack of the suspect's slot (the first
-        suspect in a hot rack), its evidence the slots excluded, the spare each took and each
-        hot rack's cooling condition as the source gave it (the lab's: simulated flow)."""
+        suspect in a hot rack; with none, the job's first slot in a drained rack), its
+        evidence the slots excluded, the spare each took and each hot rack's cooling
+        condition as the source gave it (the lab's: simulated flow). A drain's detection
+        time runs from the fault's first sighting by the lifecycle to the job's decision."""
         st = self.state
-        slot = next(st.assignment[r] for r in sus.candidates or (sus.rank,)
-                    if src.rack_of[st.assignment[r]] in hot)
+        if sus is not None:
+            slot = next(st.assignment[r] for r in sus.candidates or (sus.rank,)
+                        if src.rack_of[st.assignment[r]] in hot)
+        else:
+            slot = move.exclude[0]
         rank = st.assignment.index(slot)
         point = self._resume_point()  # what the restart resumes from
-        detect_s, detect_steps = _detect_time(sus, out.ranks[rank], out)
+        if sus is not None:
+            detect_s, detect_steps = _detect_time(sus, out.ranks[rank], out)
+        else:
+            since = [c["since"] for c in hot.values() if c.get("since") is not None]
+            detect_s = round(out.detected_at - min(since), 4) if since else None
+            detect_steps = None
         done = max((r.done_step for r in out.ranks), default=0)
-        evidence = {**sus.evidence, "racks": list(move.racks), "excluded": list(move.exclude),
-                    "moves": dict(move.moves),
+        evidence = {**(sus.evidence if sus else {}), "racks": list(move.racks),
+                    "excluded": list(move.exclude), "moves": dict(move.moves),
                     "cooling": {r: dict(hot[r]) for r in move.racks}}
         return IncidentPayload(
-            job=st.job, attempt=st.attempt, symptom=sus.kind.value, rank=rank,
+            job=st.job, attempt=st.attempt, symptom=sus.kind.value if sus else "drain",
+            rank=rank,
             component=src.rack_of[slot], fault_kind=COOLANT_FLOW_LOW, slot=slot,
             spare=move.moves.get(slot), evidence=evidence, detected_at=out.detected_at,
             detect_s=detect_s, detect_steps=detect_steps, localize_s=0.0,

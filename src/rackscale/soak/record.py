@@ -12,14 +12,15 @@ def record_soak(store: Store, result: dict[str, Any]) -> int:
     """Append the soak's figures; returns the event's sequence number."""
     faults = [{k: f.get(k) for k in (
         "index", "cause", "action", "component", "injected_at_s", "detected",
-        "time_to_detect_s", "named", "named_vs_injected", "recovered", "badput_s")}
+        "time_to_detect_s", "named", "named_vs_injected", "recovered", "badput_s",
+        "recertified")}
         for f in result["faults"]]
     payload = RecoverySoakV1(
         job=result["job"]["id"] or "", host=result["host"], lab=result["lab"],
         schedule=result["schedule"], window_s=result["window_s"],
         clean_step_s=result["clean_step_s"], ettr=result["ettr"],
         goodput=result["goodput"], badput_s=result["badput_s"], faults=faults,
-        load_avg=result["load_avg"], measured=True)
+        load_avg=result["load_avg"], lifecycle=result.get("lifecycle", {}), measured=True)
     return store.append_event(f"job/{payload.job}", Kind.RECOVERY_SOAK, payload=payload,
                               actor="rackscale-soak",
                               reason=f"soak of {len(faults)} faults, ETTR "

@@ -28,7 +28,9 @@ from rackscale import lab
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.faults import Fault
+from rackscale.fleet import Topology, load_fleet
 from rackscale.recovery import JobState
+from rackscale.soak.fleet import PLANT_BASIS, SoakFleet
 from rackscale.soak.measure import figures, job_steps
 from rackscale.soak.schedule import Schedule, ScheduledFault
 
@@ -91,6 +93,8 @@ class Soak:
         self.job_dir = s.out / "job"
         self.st = lab.require_up(s.lab_dir, "job soak")
         self.plan = self.st.plan
+        self.topo = Topology.build(load_fleet(str(self.st.data["fleet_file"])))
+        self.fleet: SoakFleet | None = None
         self.present: dict[int, dict[str, Any]] = {}  # schedule index -> lab fault (as stored)
         self.done: list[dict[str, Any]] = []  # every injected fault, as logged
         self.stopped_pids: list[int] = []
@@ -108,15 +112,27 @@ class Soak:
                             f"lab's {need} GPUs")
         write_atomic(s.out / "schedule.json", json.dumps(s.schedule.to_dict(), indent=1))
         log = Log(s.out / "progress.jsonl")
-        load0 = os.getloadavg()
-        t_launch = time.time()
-        log.write("launch", host=socket.gethostname(), load_avg=load0)
-        sup = self._start_job()
+        sup = None
         try:
+            # The racks enter production on a certification of the lab, as the lifecycle
+            # demands; the job's store is the fleet's, so the job reads the racks' cooling
+            # response from it (cli/job.py).
+            t0 = time.time()
+            self.fleet = SoakFleet(lab_dir=s.lab_dir, out=s.out, db=s.db, topo=self.topo,
+                                   log=log.write)
+            self.fleet.bring_up()
+            log.write("fleet_up", took_s=round(time.time() - t0, 3))
+            load0 = os.getloadavg()
+            t_launch = time.time()
+            log.write("launch", host=socket.gethostname(), load_avg=load0)
+            sup = self._start_job()
             t_end = self._drive(sup, log, t_launch)
         finally:
             self._lift_all(log)
-            self._stop(sup)
+            if sup is not None:
+                self._stop(sup)
+            if self.fleet is not None:
+                self.fleet.stop()
             log.write("stopped")
             log.close()
         return self._result(t_launch, t_end, load0)
@@ -162,6 +178,9 @@ class Soak:
                     log.write("progress", **snap)
                     last_log = now
                 last_snap = now
+            if self.fleet is not None:
+                self.fleet.pass_now()
+                self.fleet.poll(self.job_dir)
             for i, at in list(lifts.items()):
                 if now >= at:
                     self._lift(i, log)
@@ -201,7 +220,8 @@ class Soak:
         target = self._parts(slot)[f.lab.part]
         a = f.lab
         t_inj = time.time()  # before the fault acts: a crash is seen within milliseconds
-        row = {"index": f.index, "cause": f.cause, "action": a.action, "of": a.of,
+        row = {"index": f.index, "cause": f.cause, "action": a.action, "part": a.part,
+               "of": a.of,
                "severity": a.severity, "component": target, "slot": slot, "rank": f.rank,
                "attempt": st.attempt, "late_s": round(max(0.0, late_s), 3)}
         if a.part == "rack":
@@ -223,26 +243,44 @@ class Soak:
             self.present[f.index] = state.faults[-1]
             if "simulated" in state.faults[-1]:  # the flow of a cooling fault: no reading
                 row["simulated"] = state.faults[-1]["simulated"]
+            if a.part == "rack" and self.fleet is not None:  # the CDU the lifecycle reads
+                row["plant"] = self.fleet.cooling(str(row["rack"]), a.severity or 0.0)
         row["injected_at"] = t_inj
         self.done.append(row)
         log.write("injected", **row)
 
-    def _lift(self, index: int, log: Log) -> None:
+    def _lift(self, index: int, log: Log, *, recertify: bool = True) -> None:
         want = self.present.pop(index, None)
         if want is not None:
             st = lab.load_state(self.s.lab_dir)
             faults = st.faults if st is not None else []
             if want in faults:
                 lab.lift(self.s.lab_dir, faults.index(want))
-        for row in self.done:
-            if row["index"] == index:
-                row["lifted_at"] = time.time()
         log.write("lifted", index=index)
+        for row in self.done:
+            if row["index"] != index:
+                continue
+            row["lifted_at"] = time.time()
+            if self.fleet is not None and "rack" in row:
+                self.fleet.restore(row["rack"])
+            scope = self._repair_scope(row)
+            if self.fleet is not None and recertify and scope is not None:
+                self.fleet.recertify(index, scope)
+
+    def _repair_scope(self, row: dict[str, Any]) -> str | None:
+        """What is certified again after a repair before its slots rejoin: the rack of a
+        cooling fault, the tray of a GPU, NIC or rank fault; none for a leaf (it holds no
+        slot of its own; its ranks' trays are certified by their own faults)."""
+        if "rack" in row:
+            return str(row["rack"])
+        if row.get("part") == "leaf":
+            return None
+        return self.topo.holder(row["slot"]).tray
 
     def _lift_all(self, log: Log) -> None:
         for i in list(self.present):
             with contextlib.suppress(UserError, OSError):
-                self._lift(i, log)
+                self._lift(i, log, recertify=False)
         for pid in self.stopped_pids:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGCONT)
@@ -263,8 +301,10 @@ class Soak:
         s = self.s
         fig = figures(job_dir=self.job_dir, gpus=s.schedule.gpus, spares=s.spares,
                       t_launch=t_launch, t_end=t_end, faults=self.done, seed=s.schedule.seed)
+        recert = self.fleet.results if self.fleet is not None else {}
         for r in fig["faults"]:
             r["injected_at_s"] = round(r["injected_at"] - t_launch, 3)
+            r["recertified"] = recert.get(r["index"])
         st = JobState.load(self.job_dir)
         out = {"measured": True, "basis": "measured on the lab (real processes, links and "
                "cgroups on one host); the faults' schedule drawn from the simulator's "
@@ -276,6 +316,9 @@ class Soak:
                "job": {"id": st.job_id if st else None, "gpus": s.schedule.gpus,
                        "spares": s.spares, "attempts": st.attempt if st else 0,
                        "excluded": st.excluded if st else {}, "dir": str(self.job_dir)},
-               "lab": str(s.lab_dir), **fig}
+               "lab": str(s.lab_dir), **fig,
+               "lifecycle": {"plant": PLANT_BASIS,
+                             "transitions": self.fleet.transitions if self.fleet else [],
+                             "states": self.fleet.states if self.fleet else {}}}
         write_atomic(s.out / "soak.json", json.dumps(out, indent=1))
         return out

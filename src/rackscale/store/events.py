@@ -402,7 +402,8 @@ class RecoveryIncidentV1(Closed):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     job: str
     attempt: int
-    symptom: Literal["fail_stop", "hang", "straggler"]
+    # drain: no symptom of a rank; the lifecycle's coolant response drained the rack
+    symptom: Literal["fail_stop", "hang", "straggler", "drain"]
     rank: int
     component: str
     fault_kind: str
@@ -431,18 +432,20 @@ class RecoveryIncidentV1(Closed):
 
 @event_kind("recovery.job")
 class RecoveryJobV1(Closed):
-    """A supervised job started, resumed, finished or failed (component_id: job/<id>);
-    `message` says why a job failed."""
+    """A supervised job started, resumed, finished or failed, or took back slots excluded
+    earlier once their repair was certified (`rejoined`: `slots`, `message` the evidence)
+    (component_id: job/<id>); `message` says why a job failed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     job: str
-    status: Literal["started", "resumed", "finished", "failed"]
+    status: Literal["started", "resumed", "finished", "failed", "rejoined"]
     gpus: int
     attempt: int
     spares_left: int | None = None
     excluded: list[str] = []
     ckpt_id: str | None = None
     message: str = ""
+    slots: list[str] = []
 
 
 @event_kind("recovery.soak")
@@ -467,6 +470,9 @@ class RecoverySoakV1(Closed):
     badput_s: dict[str, float]
     faults: list[dict[str, Any]] = []
     load_avg: dict[str, Any] = {}
+    # the lifecycle beside the job: its racks' state changes (a drain, a power-off, the return
+    # to production) and what the plant's readings are (simulated on the lab)
+    lifecycle: dict[str, Any] = {}
     measured: Literal[True] = True
 
 

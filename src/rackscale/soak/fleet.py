@@ -1,0 +1,226 @@
+"""The fleet around a soak's job, as an operator's tools would run it: the lab's racks in the
+lifecycle (the soak's store), a simulated plant (power shelves and CDU readings: the lab has
+no power or cooling hardware, so both are simulated and say so), the lifecycle controller
+passing every few seconds, and certification on the lab before anything serves and after
+every repair.
+
+- Before the job: the lab is certified (`certify run --backend real --lab`), and the
+  controller walks every rack to production on that evidence.
+- A cooling fault sets its rack's CDU flow in the plant; the controller's coolant interlock
+  sees the reading and steps through its tiers (warn, cap, drain, power off); the job's
+  supervisor reads the rack's response from the lifecycle and leaves a drained rack.
+- After a fault is lifted, its part's tray (a rack, for cooling) is certified again with
+  `certify run --scope`, in the background; on a pass, the job's slots there go back to it
+  as spares (recovery/returns.py), and a rack the response powered off is walked back to
+  production (it needs that newer evidence).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackscale.errors import UserError
+from rackscale.fleet import Topology
+from rackscale.lifecycle import (
+    Controller,
+    RackState,
+    SimCoolingDriver,
+    SimPlant,
+    SimPowerDriver,
+    set_goal,
+    state_of,
+)
+from rackscale.recovery import JobState, request_return
+from rackscale.store import Store
+
+PERIOD_S = 2.0  # the controller's pass cadence during the soak
+CERTIFY_REPEATS = 3  # samples per certification test (a rack takes ~12 s on the 2-core host)
+CERTIFY_TIMEOUT_S = 300.0
+BRING_UP_PASSES = 40
+PLANT_BASIS = ("simulated: the lab has no power shelves or coolant loop; the plant's power "
+               "and CDU flow are the lifecycle's simulated plant, set by the soak's faults")
+
+Log = Callable[..., None]  # Log.write(kind, **fields) of run.py
+
+
+class SoakFleetError(UserError):
+    pass
+
+
+@dataclass(slots=True)
+class Recert:
+    """A certification of a repaired part's scope, running in the background."""
+
+    index: int  # the schedule's fault
+    scope: str  # a tray or a rack
+    proc: subprocess.Popen[bytes]
+    out: Path
+    started: float
+
+
+@dataclass(slots=True)
+class SoakFleet:
+    lab_dir: Path
+    out: Path
+    db: str
+    topo: Topology
+    log: Log
+    store: Store = field(init=False)
+    plant: SimPlant = field(init=False)
+    ctl: Controller = field(init=False)
+    running: list[Recert] = field(default_factory=list)
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)  # fault -> recert
+    states: dict[str, str] = field(default_factory=dict)  # rack -> its state last logged
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    last_pass: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.store = Store(self.db)
+        self.plant = SimPlant.for_topology(self.topo, path=self.out / "plant.json")
+        self.ctl = Controller(self.store, self.topo, SimPowerDriver(self.plant),
+                              SimCoolingDriver(self.plant), actor="soak")
+
+    # --- before the job -----------------------------------------------------------------------
+    def bring_up(self) -> None:
+        """Certify the lab, then walk every rack to production on that evidence."""
+        self.ctl.enroll()
+        ids = [r.id for r in self.topo.racks]
+        set_goal(self.store, ids, RackState.PRODUCTION.value)
+        res = self._certify_now(None, self.out / "certify-bring-up")
+        if not res["passed"]:
+            raise SoakFleetError(f"the lab did not certify clean before the soak "
+                                 f"({res['why']}); see {res['out']}. Fix the lab first "
+                                 "(`rackscale lab status`, `lab clear`)")
+        self.ctl.run(max_passes=BRING_UP_PASSES, until_idle=True)
+        self.pass_now(force=True)
+        off = {r: s for r, s in self.states.items() if s != RackState.PRODUCTION}
+        if off:
+            raise SoakFleetError(f"rack(s) not in production after certification: "
+                                 f"{', '.join(f'{r} ({s})' for r, s in sorted(off.items()))}"
+                                 f"; `rackscale lifecycle status --db {self.store.safe_url}`")
+
+    # --- while the job runs -------------------------------------------------------------------
+    def pass_now(self, *, force: bool = False) -> None:
+        """One controller pass when one is due; log each rack state change."""
+        now = time.time()
+        if not force and now - self.last_pass < PERIOD_S:
+            return
+        self.last_pass = now
+        rep = self.ctl.reconcile()
+        for rid, err in rep.errors.items():
+            self.log("lifecycle_error", rack=rid, error=err)
+        for rack in self.topo.racks:
+            st = state_of(self.store, rack.id).state
+            if self.states.get(rack.id) != st:
+                row = {"rack": rack.id, "from": self.states.get(rack.id), "to": st, "t": now}
+                self.states[rack.id] = st
+                self.transitions.append(row)
+                self.log("lifecycle", **row)
+
+    def cooling(self, rack: str, flow_fraction: float) -> dict[str, Any]:
+        """The rack's CDU now reads `flow_fraction` of the flow the rack needs (simulated)."""
+        need = self.ctl.racks[rack].required_flow_lpm
+        self.plant.set_flow(rack, round(need * flow_fraction, 4))
+        return {"rack": rack, "flow_lpm": self.plant.flow_lpm[rack],
+                "required_lpm": round(need, 4), "basis": PLANT_BASIS}
+
+    def restore(self, rack: str) -> None:
+        self.plant.set_flow(rack, None)
+
+    def recertify(self, index: int, scope: str) -> None:
+        """After a repair: certify `scope` in the background. A rack its coolant response
+        powered off (maintenance) is first taken back to cabled, so the controller walks it
+        to production once this certification passes (a repair needs evidence newer than
+        it)."""
+        if scope in self.ctl.racks and \
+                state_of(self.store, scope).state == RackState.MAINTENANCE:
+            with contextlib.suppress(UserError):  # a pass moved it meanwhile: the walk goes on
+                self.ctl.advance(scope, RackState.CABLED.value,
+                                 reason="soak: coolant flow restored (repair)")
+        out = self.out / f"certify-{index:03d}"
+        self.running.append(Recert(index=index, scope=scope, proc=self._start(scope, out),
+                                   out=out, started=time.time()))
+        self.log("recertify", index=index, scope=scope)
+
+    def poll(self, job_dir: Path) -> None:
+        """Collect finished certifications; a pass returns the job's excluded slots of its
+        scope to the job as spares."""
+        for rc in list(self.running):
+            if rc.proc.poll() is None and time.time() - rc.started < CERTIFY_TIMEOUT_S:
+                continue
+            self.running.remove(rc)
+            res = self._finish(rc.proc, rc.out, rc.scope)
+            st = JobState.load(job_dir)
+            back = [s for s in (st.excluded if st else {}) if self._within(s, rc.scope)]
+            if res["passed"] and back:
+                request_return(job_dir, back, {"certify_run": res["run_id"], "scope": rc.scope})
+            res |= {"scope": rc.scope, "returned": back if res["passed"] else [],
+                    "took_s": round(time.time() - rc.started, 3)}
+            self.results[rc.index] = res
+            self.log("recertified", index=rc.index, **res)
+
+    def stop(self) -> None:
+        for rc in self.running:
+            if rc.proc.poll() is None:
+                rc.proc.kill()
+                rc.proc.wait(10)
+
+    # --- certification ------------------------------------------------------------------------
+    def _within(self, slot: str, scope: str) -> bool:
+        return slot == scope or slot.startswith(scope + "/")
+
+    def _start(self, scope: str | None, out: Path) -> subprocess.Popen[bytes]:
+        out.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "rackscale", "certify", "run", "--backend", "real",
+                "--runner", "local", "--lab", str(self.lab_dir), "--fleet",
+                self._fleet_file(), "--repeats",
+                str(CERTIFY_REPEATS), "--db", self.db, "--out", str(out), "--json"]
+        if scope is not None:
+            args += ["--scope", scope]
+        with (out / "certify.json").open("wb") as f, (out / "certify.err").open("wb") as e:
+            return subprocess.Popen(args, stdout=f, stderr=e, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+    def _fleet_file(self) -> str:
+        from rackscale import lab
+
+        st = lab.require_up(self.lab_dir, "job soak")
+        return str(st.data["fleet_file"])
+
+    def _certify_now(self, scope: str | None, out: Path) -> dict[str, Any]:
+        proc = self._start(scope, out)
+        try:
+            proc.wait(CERTIFY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        return self._finish(proc, out, scope)
+
+    def _finish(self, proc: subprocess.Popen[bytes], out: Path,
+                scope: str | None) -> dict[str, Any]:
+        """A certification's verdict: passed (exit 0, no finding) or why not."""
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+            return {"passed": False, "why": f"no verdict within {CERTIFY_TIMEOUT_S:.0f} s",
+                    "out": str(out), "run_id": None}
+        try:
+            r = json.loads((out / "certify.json").read_text(encoding="utf-8"))
+        except ValueError:
+            err = (out / "certify.err").read_text(encoding="utf-8", errors="replace")[-400:]
+            return {"passed": False, "why": f"exit {proc.returncode}: {err.strip()}",
+                    "out": str(out), "run_id": None}
+        found = [f"{f['component']} {f['kind']}" for f in r.get("findings", [])
+                 if f.get("verdict", "fail") == "fail"]
+        passed = proc.returncode == 0 and not found
+        return {"passed": passed, "run_id": r.get("run_id"), "out": str(out),
+                "findings": found, "wall_s": r.get("wall_s"),
+                "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
