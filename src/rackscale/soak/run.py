@@ -30,6 +30,7 @@ from rackscale.errors import UserError
 from rackscale.faults import Fault
 from rackscale.recovery import JobState
 from rackscale.soak.measure import figures, job_steps
+from rackscale.soak.predict import prediction
 from rackscale.soak.schedule import Schedule, ScheduledFault
 
 BIG = 10_000_000  # the job's length: it is stopped at the end of the soak, never finishes
@@ -275,7 +276,9 @@ class Soak:
                             "faults": s.schedule.count, "rate_scale": s.schedule.rate_scale},
                "job": {"id": st.job_id if st else None, "gpus": s.schedule.gpus,
                        "spares": s.spares, "attempts": st.attempt if st else 0,
-                       "excluded": st.excluded if st else {}, "dir": str(self.job_dir)},
+                       "excluded": st.excluded if st else {}, "dir": str(self.job_dir),
+                       "ckpt_every": s.ckpt_every},
                "lab": str(s.lab_dir), **fig}
+        out["predicted"] = prediction(out, s.schedule)  # simulated, beside the measurement
         write_atomic(s.out / "soak.json", json.dumps(out, indent=1))
         return out
