@@ -1,5 +1,5 @@
 """The simulator's prediction of a soak: its engine fed the soak's rates, shape and measured
-costs (a real soak's result, `data/soak1.json`, a 4-minute soak of 3 faults on the lab)."""
+costs (a real soak's result, `data/soak1/`, a 4-minute soak of 3 faults on the lab)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackscale.errors import UserError
-from rackscale.soak import from_dict
-from rackscale.soak.predict import PredictError, differing, predict, prediction, verdict
+from rackscale.soak import PredictError, differing, from_dict, prediction, verdict
+from rackscale.soak.predict import predict
 from rackscale.soak.schedule import Schedule
 from rackscale.store import RecoverySoakV1
 
-DATA = Path(__file__).parent / "data"
-RESULT: dict[str, Any] = json.loads((DATA / "soak1.json").read_text(encoding="utf-8"))
-SCHEDULE = from_dict(json.loads((DATA / "schedule1.json").read_text(encoding="utf-8")))
+DATA = Path(__file__).parent / "data" / "soak1"
+RESULT: dict[str, Any] = json.loads((DATA / "soak.json").read_text(encoding="utf-8"))
+SCHEDULE = from_dict(json.loads((DATA / "schedule.json").read_text(encoding="utf-8")))
 EVERY = 10  # the soak ran with `job soak`'s default --ckpt-every
 RESTART = ("stop", "localization", "restart", "restore")
 

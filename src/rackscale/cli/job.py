@@ -436,7 +436,7 @@ def _say_soak(r: dict) -> None:
 
 
 def _say_predicted(r: dict) -> None:
-    from rackscale.soak.predict import verdict
+    from rackscale.soak import verdict
 
     if not r.get("predicted"):
         return

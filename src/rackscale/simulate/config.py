@@ -292,9 +292,8 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
         cause_repair_h=np.array([c.repair_h * config.repair_scale for c in causes]),
         cause_detect_h=np.array(detect) / 60,
         slowdown=config.straggler_slowdown, slow_detect_h=config.straggler_detect_min / 60,
-        tau_h=config.ckpt_interval_min / 60, w_h=w_h,
-        u0_h=config.restart_min / 60, start_h=config.start_min / 60,
-        rack_repair_h=config.rack_repair_h,
+        tau_h=config.ckpt_interval_min / 60, w_h=w_h, start_h=config.start_min / 60,
+        u0_h=config.restart_min / 60, rack_repair_h=config.rack_repair_h,
         horizon_h=config.days * 24, cause_restore_h=restore_h, cause_extra_h=extra_h,
         cause_exposed_h=exposed_h,
     )
