@@ -449,5 +449,21 @@ def _say_soak(r: dict) -> None:
     for k, v in r["badput_s"].items():
         b.add_row(k, f"{v:.1f}")
     console.print(b)
+    _say_predicted(r)
     say(f"written: {Path(r['schedule']['file']).parent / 'soak.json'}; store event "
         f"recovery.soak #{r['event_seq']}")
+
+
+def _say_predicted(r: dict) -> None:
+    from rackscale.soak import verdict
+
+    if not r.get("predicted"):
+        return
+    v = verdict(r, r["predicted"])
+    if v["predicted"] is None:
+        say(f"predicted ETTR (simulated): none ({v['why']})")
+        return
+    where = "inside" if v["inside"] else "outside"
+    say(f"predicted ETTR (simulated) {v['predicted']:.3f} vs measured {v['measured']:.3f} "
+        f"[{v['lo']:.3f}, {v['hi']:.3f}]: {where} the interval, difference "
+        f"{v['difference_pp']:+.1f} pp")

@@ -88,6 +88,8 @@ SIM_OPTIONS = {
     "ckpt_interval_min": ConfigOption("--ckpt-interval-min", "Checkpoint interval, minutes."),
     "ckpt_cost_s": ConfigOption("--ckpt-cost-s", "Blocking checkpoint write, seconds."),
     "restart_min": ConfigOption("--restart-min", "Restart overhead u0, minutes."),
+    "start_min": ConfigOption("--start-min", "Minutes from launch to the job's first step, "
+                              "counted as restart time."),
     "detect_min": ConfigOption("--detect-min", "Detection latency, minutes, for every cause "
                                "(default: per cause)."),
     "align": ConfigOption("--align", "domain: whole NVLink domains; tray: any trays."),

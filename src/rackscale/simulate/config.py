@@ -58,6 +58,9 @@ class SimConfig(BaseModel):
     ckpt_interval_min: PosFloat = 30.0  # fault-free compute between checkpoints
     ckpt_cost_s: NonNeg = 60.0  # blocking checkpoint write (docs/figures.md, Young/Daly)
     restart_min: NonNeg = 5.0  # u0: reschedule + reload + warm-up (Meta's check uses 5 min)
+    # Launch to the job's first step, counted as restart time (0: the job computes from the
+    # start). A horizon of days hides it; a run of minutes (a measured soak) does not.
+    start_min: NonNeg = 0.0
     detect_min: NonNeg | None = None  # overrides every cause's detection latency
     # Fail-slow: rate as a fraction of the fail-stop rate (assumption), the whole job's
     # slowdown while one is present (3.04x: ByteDance OSDI'25, single faulty worker), and how
@@ -200,6 +203,7 @@ class Plan:
     tau_h: float
     w_h: float
     u0_h: float
+    start_h: float
     rack_repair_h: float
     horizon_h: float
     # Per cause (simulate.storage): the checkpoint restore, extra downtime (a lost region
@@ -288,7 +292,7 @@ def plan(config: SimConfig, fleet: FleetShape) -> Plan:
         cause_repair_h=np.array([c.repair_h * config.repair_scale for c in causes]),
         cause_detect_h=np.array(detect) / 60,
         slowdown=config.straggler_slowdown, slow_detect_h=config.straggler_detect_min / 60,
-        tau_h=config.ckpt_interval_min / 60, w_h=w_h,
+        tau_h=config.ckpt_interval_min / 60, w_h=w_h, start_h=config.start_min / 60,
         u0_h=config.restart_min / 60, rack_repair_h=config.rack_repair_h,
         horizon_h=config.days * 24, cause_restore_h=restore_h, cause_extra_h=extra_h,
         cause_exposed_h=exposed_h,

@@ -9,6 +9,7 @@ The model (the same one `simpy_ref` writes plainly):
 - The job holds `units_job` units (NVLink domains or trays) and fails at a constant Poisson
   rate (its allocated GPUs x the model's rate per GPU-hour), whatever its phase: a failure
   while it recovers restarts the recovery. Idle spares do not fail.
+- The job's first launch takes `start_h` (restart time) before it computes.
 - Job phases: RUN (compute, then a blocking checkpoint every `tau` of fault-free work) ->
   on failure: detection (per-cause latency) -> WAIT while it lacks units -> restart (u0) -> RUN.
   Work since the last completed checkpoint is lost (recompute).
@@ -108,7 +109,7 @@ class _Engine:
         # is in RUN from `run_from` on; before it, time up to `restart_from` is detection and
         # the rest restart. One event per failure instead of three.
         self.restart_from = np.zeros(k)
-        self.run_from = np.zeros(k)
+        self.run_from = np.full(k, p.start_h)  # the first launch: restart time, then RUN
         self.wait_at = np.full(k, np.inf)
         self.next_fail = self.fails.gap[:, 0].copy()
         self.fail_i = np.ones(k, dtype=np.int64)

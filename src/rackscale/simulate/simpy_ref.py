@@ -30,8 +30,9 @@ class _Trial:
         self.job: list[int] = list(range(p.units_job))
         self.pool: list[int] = list(range(p.units_job, units))
         self.short = 0
-        self.phase = RUN
-        self.phase_end = 0.0
+        # The first launch (start_h) is restart time, as in the engine.
+        self.phase = RESTART if p.start_h > 0 else RUN
+        self.phase_end = p.start_h
         self.in_ckpt = False
         self.speed = 1.0
         self.seg_work = self.seg_wall = 0.0

@@ -3,10 +3,12 @@ simulator's failure model, the faults injected for real and lifted after their r
 its ETTR, goodput and badput by cause measured on the run (`rackscale job soak`).
 
 This room sits above the ones it joins: the lab (faults), the supervisor (the job, as its own
-process) and the simulator (the failure model); it records its result in the store.
+process) and the simulator (the failure model, and the prediction of each soak's ETTR that
+checks it); it records its result in the store.
 """
 
 from rackscale.soak.measure import BADPUT_CAUSES, figures
+from rackscale.soak.predict import PredictError, differing, prediction, verdict
 from rackscale.soak.record import record_soak
 from rackscale.soak.run import Soak, SoakError, SoakSettings, trainer_command
 from rackscale.soak.schedule import (
@@ -19,6 +21,9 @@ from rackscale.soak.schedule import (
     from_dict,
 )
 
-__all__ = ["BADPUT_CAUSES", "LAB_ACTIONS", "LabAction", "Schedule", "ScheduleError",
-           "ScheduledFault", "Soak", "SoakError", "SoakSettings", "draw", "figures",
-           "from_dict", "record_soak", "trainer_command"]
+# `predict` itself is reached as rackscale.soak.predict.predict: a name of its own here would
+# shadow its module.
+__all__ = ["BADPUT_CAUSES", "LAB_ACTIONS", "LabAction", "PredictError", "Schedule",
+           "ScheduleError", "ScheduledFault", "Soak", "SoakError", "SoakSettings", "differing",
+           "draw", "figures", "from_dict", "prediction", "record_soak",
+           "trainer_command", "verdict"]

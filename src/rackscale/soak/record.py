@@ -20,7 +20,8 @@ def record_soak(store: Store, result: dict[str, Any]) -> int:
         schedule=result["schedule"], window_s=result["window_s"],
         clean_step_s=result["clean_step_s"], ettr=result["ettr"],
         goodput=result["goodput"], badput_s=result["badput_s"], faults=faults,
-        load_avg=result["load_avg"], lifecycle=result.get("lifecycle", {}), measured=True)
+        load_avg=result["load_avg"], lifecycle=result.get("lifecycle", {}), measured=True,
+        predicted=result.get("predicted"))
     return store.append_event(f"job/{payload.job}", Kind.RECOVERY_SOAK, payload=payload,
                               actor="rackscale-soak",
                               reason=f"soak of {len(faults)} faults, ETTR "

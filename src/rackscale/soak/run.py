@@ -32,6 +32,7 @@ from rackscale.fleet import Topology, load_fleet
 from rackscale.recovery import JobState
 from rackscale.soak.fleet import PLANT_BASIS, SoakFleet
 from rackscale.soak.measure import figures, job_steps
+from rackscale.soak.predict import prediction
 from rackscale.soak.schedule import Schedule, ScheduledFault
 
 BIG = 10_000_000  # the job's length: it is stopped at the end of the soak, never finishes
@@ -315,10 +316,12 @@ class Soak:
                             "faults": s.schedule.count, "rate_scale": s.schedule.rate_scale},
                "job": {"id": st.job_id if st else None, "gpus": s.schedule.gpus,
                        "spares": s.spares, "attempts": st.attempt if st else 0,
-                       "excluded": st.excluded if st else {}, "dir": str(self.job_dir)},
+                       "excluded": st.excluded if st else {}, "dir": str(self.job_dir),
+                       "ckpt_every": s.ckpt_every},
                "lab": str(s.lab_dir), **fig,
                "lifecycle": {"plant": PLANT_BASIS,
                              "transitions": self.fleet.transitions if self.fleet else [],
                              "states": self.fleet.states if self.fleet else {}}}
+        out["predicted"] = prediction(out, s.schedule)  # simulated, beside the measurement
         write_atomic(s.out / "soak.json", json.dumps(out, indent=1))
         return out

@@ -456,7 +456,9 @@ class RecoverySoakV1(Closed):
     `goodput`, `badput_s` by cause (initial_start, detection, running_degraded, stop,
     localization, restart, restore, lost_work, other), and per fault (`faults`) its time to
     detect, the part named against the part injected, and its badput. `schedule` names the
-    schedule file, its seed, failure model and rate scale."""
+    schedule file, its seed, failure model and rate scale. `predicted` (optional) is the
+    simulator's ETTR for the same soak, simulated: {simulated: true, ettr, ettr_ci95, ettr_lo,
+    ettr_hi, inputs, badput_s, ...}, or {simulated: true, ettr: null, why}."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     job: str
@@ -474,6 +476,7 @@ class RecoverySoakV1(Closed):
     # to production) and what the plant's readings are (simulated on the lab)
     lifecycle: dict[str, Any] = {}
     measured: Literal[True] = True
+    predicted: dict[str, Any] | None = None
 
 
 def kinds() -> list[str]:
