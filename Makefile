@@ -3,7 +3,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test soak bench lint mutation install install-test clean
+.PHONY: demo test bench lint mutation install install-test clean
 
 install:
 	scripts/bootstrap.sh core
@@ -18,12 +18,7 @@ test: install-test
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/lint-imports --no-logo
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 -m "not soak"
-
-# The lab soak (minutes of a supervised job under injected faults) is left out of `test` for
-# its time; it needs root, tc and torch, as the lab tests do.
-soak: install-test
-	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 -m soak
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 # Benchmarks print ratios against a baseline measured in the same run; figures go to
 # BENCHMARKS.md with the command that produced them. QUICK=1 runs the short versions. Every

@@ -1,9 +1,12 @@
 """A short soak on the real lab (`rackscale job soak`, the CLI as its own process): a
-supervised four-rank job, a dead GPU and a slow cable injected for real on a fixed schedule
-(`--schedule`, the format a drawn soak writes), each lifted after its repair time. Asserts
-that each fault was detected, named (the GPU, resp. the NIC, not its GPU) and recovered from,
-and that the measured ETTR, its interval and the badput by cause are in the store.
-Root, tc and torch are needed; without them the module fails with the reason."""
+supervised four-rank job beside the lifecycle, a dead GPU, a slow cable and a rack's low
+coolant flow injected for real on a fixed schedule (`--schedule`, the format a drawn soak
+writes), each lifted after its repair time. Asserts that each fault was detected, named and
+recovered from; that the cooling fault drained its rack through the lifecycle's coolant tiers
+and the job left that rack's slots as one; that repaired parts were certified again
+(`certify run --scope`) before they rejoined; and that the measured ETTR, its interval, the
+badput by cause and the simulator's prediction are in the store. Part of `make test` (about
+4 minutes). Root, tc and torch are needed; without them the module fails with the reason."""
 
 from __future__ import annotations
 
@@ -27,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "lab"))
 from lab_rig import cli, torch_missing
 
 require(lab.why_not_here() or torch_missing())
-pytestmark = [pytest.mark.slow, pytest.mark.soak]
+pytestmark = [pytest.mark.slow]
 
 FLEET = lab.default_fleet_path()
-DURATION_S = 180.0  # start-up (up to ~50 s on a loaded host), two faults, their recoveries
+DURATION_S = 190.0  # start-up (up to ~50 s on a loaded host), three faults, their recoveries
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +47,21 @@ def labdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _schedule(path: Path) -> None:
-    """Two faults at fixed times after the job is ready: a dead GPU on rank 1, then a slow
-    cable (10% of its rate) on rank 2's NIC; the rest as a drawn schedule has it."""
-    base = draw(failure_model("llama3"), count=2, gpus=4, duration_s=DURATION_S, seed=0,
+    """Three faults at fixed times after the job is ready: a dead GPU on rank 1, a slow
+    cable (10% of its rate) on rank 2's NIC, then low coolant flow (30% of the rack's need)
+    at rank 0's rack, held past the drain tier; the rest as a drawn schedule has it."""
+    base = draw(failure_model("llama3"), count=3, gpus=4, duration_s=DURATION_S, seed=0,
                 warmup_s=10, repair_s=20, settle_s=20)
-    a, b = base.faults
+    a, b, c = base.faults
     dead = replace(a, at_s=10.0, repair_s=20.0, rank=1, cause="faulty GPU",
                    model_kind="gpu_dead", lab=LAB_ACTIONS["gpu_dead"][0])
-    cable = replace(b, at_s=60.0, repair_s=40.0, rank=2, cause="network switch/cable",
+    cable = replace(b, at_s=45.0, repair_s=25.0, rank=2, cause="network switch/cable",
                     model_kind="bad_cable",
                     lab=LabAction(action="bad_cable", part="nic", severity=0.1))
-    path.write_text(json.dumps(replace(base, faults=(dead, cable)).to_dict()))
+    hot = replace(c, at_s=75.0, repair_s=35.0, rank=0, cause="coolant flow low (CDU)",
+                  model_kind="coolant_flow_low",
+                  lab=LabAction(action="coolant_flow_low", part="rack", severity=0.3))
+    path.write_text(json.dumps(replace(base, faults=(dead, cable, hot)).to_dict()))
 
 
 def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr(
@@ -71,8 +78,8 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
     assert json.loads((out / "schedule.json").read_text())["faults"][1]["lab"]["action"] \
         == "bad_cable"  # written before the job ran (and kept)
     topo = Topology.build(load_fleet(FLEET))
-    dead, cable = r["faults"]
-    assert sorted(r["job"]["excluded"]) == sorted({dead["slot"], cable["slot"]})
+    dead, cable, hot = r["faults"]
+    store = Store(f"sqlite:///{db}", readonly=True)
     # the dead GPU: a crash of its rank, named as that GPU
     assert dead["detected"] and dead["recovered"], dead
     assert dead["named"]["component"] == dead["component"] and dead["named"]["kind"] == \
@@ -85,15 +92,36 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
     assert cable["named"]["kind"] in ("bad_cable", "nic_dead")
     for f in (dead, cable):
         assert 0 <= f["time_to_detect_s"] < 60
+    # the cooling fault: the lifecycle drained the rack, the job left its slots as one
+    rack = hot["rack"]
+    assert hot["detected"] and hot["recovered"] and hot["named_vs_injected"] == "its rack", hot
+    assert hot["named"]["kind"] == "coolant_flow_low" and hot["time_to_detect_s"] < 40, hot
+    went = [t["to"] for t in r["lifecycle"]["transitions"] if t["rack"] == rack]
+    assert "draining" in went, r["lifecycle"]["transitions"]
+    hot_incs = [e.payload for e in store.events(kind="recovery.incident")
+                if e.payload["fault_kind"] == "coolant_flow_low"]
+    assert len(hot_incs) == 1, hot_incs  # one restart for the rack, not one per GPU
+    inc = hot_incs[0]
+    assert inc["component"] == rack and len(inc["evidence"]["excluded"]) >= 1
+    assert all(topo.holder(s).rack == rack for s in inc["evidence"]["excluded"])
+    assert all(topo.holder(s).rack != rack for s in inc["evidence"]["moves"].values())
+    # every repair was certified again (its tray; the rack for cooling) before it rejoined
+    assert [f["recertified"]["scope"] for f in (dead, cable)] == [
+        topo.holder(dead["slot"]).tray, topo.holder(cable["slot"]).tray], (dead, cable)
+    back = {s for e in store.events(kind="recovery.job") if e.payload["status"] == "rejoined"
+            for s in e.payload["slots"]}
+    for f in (dead, cable):
+        assert (f["slot"] in back) == f["recertified"]["passed"], f["recertified"]
     # the measured figures, in the store
-    (ev,) = Store(f"sqlite:///{db}", readonly=True).events(kind="recovery.soak")
+    (ev,) = store.events(kind="recovery.soak")
     p = ev.payload
     assert ev.component_id == f"job/{r['job']['id']}" and p["measured"] is True
     assert 0 < p["ettr"]["lo"] <= p["ettr"]["value"] <= p["ettr"]["hi"] <= 1.2
     assert set(p["badput_s"]) == set(BADPUT_CAUSES)
-    assert [f["named_vs_injected"] for f in p["faults"]] == ["exact", "exact"]
+    assert [f["named_vs_injected"] for f in p["faults"]] == ["exact", "exact", "its rack"]
     assert p["host"] and p["load_avg"]["start"]
-    incs = Store(f"sqlite:///{db}", readonly=True).events(kind="recovery.incident")
-    assert len(incs) >= 2
-    print(f"soak test: wall {wall:.0f} s, ETTR {p['ettr']}, badput {p['badput_s']}, "
-          f"load {p['load_avg']}")
+    assert p["predicted"]["simulated"] is True and 0 < p["predicted"]["ettr"] <= 1
+    assert p["lifecycle"]["plant"].startswith("simulated")
+    print(f"soak test: wall {wall:.0f} s, ETTR {p['ettr']}, predicted "
+          f"{p['predicted']['ettr']}, badput {p['badput_s']}, load {p['load_avg']}, "
+          f"rack {rack}: {went}, recertified {[f['recertified'] for f in r['faults']]}")

@@ -81,7 +81,8 @@ class Outcome:
     drained: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-DRAIN_POLL_S = 2.0  # how often a running job asks whether a rack it uses was drained
+# how often a running job asks whether a rack it uses was drained, and takes returned slots
+DRAIN_POLL_S = 2.0
 
 
 def latest_committed(tiers: Tiers) -> tuple[str | None, int]:
@@ -268,6 +269,7 @@ class Supervisor:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             if now >= next_drain:
                 next_drain = now + DRAIN_POLL_S
+                self._take_returns()
                 drained = self._drained()
                 if drained:
                     return Outcome(finished=False, ranks=ranks, detected_at=now,
@@ -403,7 +405,9 @@ class Supervisor:
 
     def _take_returns(self) -> None:
         """Slots returned after a certified repair (returns.py) become spares again; a slot
-        this job no longer excludes (returned twice) is passed over. Said, and recorded."""
+        this job no longer excludes (returned twice) is passed over. Said, and recorded.
+        Asked while the job runs (spares are only taken at a restart) and before each
+        recovery."""
         st = self.state
         new = read_returns(self.setup.job_dir, st.returns_read)
         for ret in new:

@@ -246,6 +246,9 @@ class Soak:
                 row["simulated"] = state.faults[-1]["simulated"]
             if a.part == "rack" and self.fleet is not None:  # the CDU the lifecycle reads
                 row["plant"] = self.fleet.cooling(str(row["rack"]), a.severity or 0.0)
+                # at once, not up to a period later: the lifecycle's response and the
+                # job's reading of it count from the reading, as on a real CDU's alarm
+                self.fleet.pass_now(force=True)
         row["injected_at"] = t_inj
         self.done.append(row)
         log.write("injected", **row)
