@@ -116,3 +116,19 @@ def test_no_incident_says_how_to_get_one(fleet_store: Store, tmp_path: Path) -> 
     disc = json.loads((tmp_path / "rep" / "disclosure.json").read_text())
     assert disc["recovery"]["incidents"] == []
     assert "no recovery incident recorded" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_a_redacted_bundle_with_incidents_verifies(fleet_store: Store, tmp_path: Path) -> None:
+    """The redacted report computes its recovery section from the redacted recovery events,
+    as verify does: before, it said not_run and the redacted statement failed to verify."""
+    from rackscale.report.redact import redact_bundle
+
+    record(fleet_store, tmp_path, incident(GPU0))
+    build_report(fleet_store, tmp_path / "rep")
+    rdoc = redact_bundle(tmp_path / "rep", tmp_path / "public", b"k" * 32)
+    assert rdoc["recovery"]["status"] == "measured"
+    key = tmp_path / "keys" / "signing.pem"
+    keygen(key)
+    sign_bundle(tmp_path / "public", key)
+    result = verify_bundle(tmp_path / "public", key.with_name(key.name + ".pub"))
+    assert result.ok, result.first_problem

@@ -37,7 +37,8 @@ EVIDENCE_FORMAT = "rackscale.evidence/1"
 EVIDENCE_DIR = "evidence"
 MANIFEST = "manifest.json"
 # Event kinds that carry measured recovery and checkpoint figures, exported when the store has
-# them (the ledger does not read them; the disclosure does).
+# them (the ledger does not read them; the recovery and soak sections and the disclosure do:
+# `recovery.incident` and `recovery.soak` both land in this file).
 RECOVERY_FILE = "recovery.jsonl"
 # (A "checkpoint." prefix stood here and matched no event kind: checkpoints keep their own
 # manifests and journal, not store events, so that file was always empty.)

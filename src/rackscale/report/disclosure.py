@@ -1,7 +1,8 @@
 """The disclosure: what a buyer asks of a usable-capacity statement, in one versioned document.
 
 headline -> usable ledger with reasons; sustained multi-rack performance per scope (bus
-bandwidth measured against the spec, NVLink on and off); failure recovery; storage (per-tier
+bandwidth measured against the spec, NVLink on and off); failure recovery; the ETTR measured
+under a sustained workload (soaks under a fault schedule); storage (per-tier
 RPO, restore latency); the cost of each loss when a price is given. Every figure carries its
 provenance: measured (where, on what) or simulated (seed, model), or what else it rests on.
 It is derived from report.json and the evidence bundle only, so a verifier rebuilds it and
@@ -136,6 +137,39 @@ def _recovery(doc: dict[str, Any]) -> dict[str, Any]:
     return {"status": status, "incidents": measured, "simulated": simulated}
 
 
+def _soak_predicted(r: dict[str, Any]) -> dict[str, Any] | None:
+    p = r.get("predicted")
+    if not isinstance(p, dict):
+        return None
+    # the prediction's own seed when it names one; the schedule's seed drew the faults, not
+    # necessarily the simulator's trials, so it is not borrowed
+    seed = p.get("seed")
+    return {"ettr": p.get("ettr"),
+            "provenance": {"basis": "simulated", "seed": seed if isinstance(seed, int) else None,
+                           "model": f"fleet simulator, failure model "
+                                    f"{r['schedule']['failure_model']}, the soak's schedule"}}
+
+
+def _soak(doc: dict[str, Any]) -> dict[str, Any]:
+    """The soaks of report.json's soak section (itself computed from the bundle's
+    recovery.jsonl): each one's headline figures, measured on its host under its schedule,
+    and the simulator's prediction for that schedule when there is one."""
+    sec = doc.get("soak") or {}
+    if sec.get("status") != "measured":
+        return {"status": "not_run", "soaks": []}
+    rows = [{"job": r["job"], "when": r["time"], "host": r["host"], "window_s": r["window_s"],
+             "schedule": r["schedule"], "ettr": r["ettr"], "goodput": r["goodput"],
+             "badput_s": r["badput_s"],
+             "faults": [{k: f[k] for k in ("index", "cause", "component", "detected",
+                                           "time_to_detect_s", "named_vs_injected",
+                                           "recovered")} for f in r["faults"]],
+             "provenance": {"basis": "measured", "where": r["measured"]["where"],
+                            "on": f'{r["measured"]["on"]} under the schedule '
+                                  f'{r["measured"]["schedule"]}'},
+             "predicted": _soak_predicted(r)} for r in sec["soaks"]]
+    return {"status": "measured", "soaks": rows}
+
+
 def _storage(doc: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
     ckpt = extras.get("checkpoint.json")
     sim = doc["simulation"]
@@ -186,6 +220,7 @@ def build_disclosure(doc: dict[str, Any], extras: dict[str, Any], root: str) -> 
         "ledger": _ledger(doc),
         "performance": _performance(doc),
         "recovery": _recovery(doc),
+        "soak": _soak(doc),
         "storage": _storage(doc, extras),
         "cost": doc.get("cost"),
     }

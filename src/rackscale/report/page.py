@@ -25,6 +25,7 @@ from rackscale.report.page_fleet import (
 from rackscale.report.palette import basis_class, palette_css
 from rackscale.report.recovery import render_recovery
 from rackscale.report.simulation import read_simulation
+from rackscale.report.soak import render_soak
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 from rackscale.report.templates import macro
@@ -256,7 +257,8 @@ def render_html(doc: dict[str, Any], statement: dict[str, Any] | None = None) ->
         "changes": changes_section(doc), "rack_map": rack_map(doc, groups),
         "findings": _findings(doc), "coverage": coverage(doc), "lifecycle": lifecycle(doc),
         "goodput": _goodput(doc), "storage": render_storage(doc.get("storage") or {}),
-        "recovery": render_recovery(doc.get("recovery") or {}), "method": _method(doc)}
+        "recovery": render_recovery(doc.get("recovery") or {}),
+        "soak": render_soak(doc.get("soak") or {}), "method": _method(doc)}
     return macro(T, "page", {name: Markup(html) for name, html in sections.items()} | {
         "fleet": doc["fleet"]["fleet"], "waterfall": plots.waterfall(doc["ledger"]),
         # our own style sheet: HTML already (its `>` selectors must stay as they are)

@@ -31,10 +31,12 @@ from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec
 from rackscale.report.bundle import (
     EVIDENCE_DIR,
+    RECOVERY_FILE,
     VIEW_FILES,
     canonical,
     decode,
     events_in,
+    extras_of,
     read_evidence,
     view_from_evidence,
 )
@@ -162,7 +164,10 @@ def redact_bundle(src: Path, dst: Path, key: bytes) -> dict[str, Any]:
     files = {n: _redact_file(n, d, p, p.walk) for n, d in evidence.files.items()}
     rview, rparams = view_from_evidence(files)
     when = datetime.fromisoformat(doc["generated_at"]) if doc.get("generated_at") else None
-    rdoc, _ = document_of(rview, rparams, generated_at=when)
+    # the recovery and soak sections from the redacted recovery events, as verify recomputes
+    # them (without them the redacted report said not_run and failed its own verification)
+    rdoc, _ = document_of(rview, rparams, generated_at=when,
+                          recovery=extras_of(files).get(RECOVERY_FILE))
     if dst.exists():
         shutil.rmtree(dst / EVIDENCE_DIR, ignore_errors=True)
     dst.mkdir(parents=True, exist_ok=True)

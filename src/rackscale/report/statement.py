@@ -32,6 +32,7 @@ from rackscale.report.disclosure import build_disclosure
 from rackscale.report.document import build_document, finite
 from rackscale.report.ledger import JobShape, Ledger, build_ledger
 from rackscale.report.recovery import recovery_section
+from rackscale.report.soak import soak_section
 from rackscale.report.storeview import StoreView
 
 # Fields of report.json that the evidence does not determine: when and how fast it was built,
@@ -66,11 +67,13 @@ def shape_of(params: dict[str, Any]) -> JobShape:
 def document_of(view: StoreView, params: dict[str, Any], *, generated_at: datetime | None = None,
                 build_s: float | None = None,
                 recovery: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], Ledger]:
-    """The report document the inputs give: ledger, document, the recovery section from
-    the recovery events (as the bundle's recovery.jsonl holds them), and cost when priced."""
+    """The report document the inputs give: ledger, document, the recovery and soak
+    sections from the recovery events (as the bundle's recovery.jsonl holds them), and cost
+    when priced."""
     ledger = build_ledger(view, shape_of(params))
     doc = build_document(view, ledger, build_s=build_s, generated_at=generated_at)
     doc["recovery"] = finite(recovery_section(recovery))
+    doc["soak"] = finite(soak_section(recovery))
     price = params.get("gpu_hour_price")
     if price is not None:
         doc["cost"] = cost_section(doc["ledger"], float(price))

@@ -1,5 +1,6 @@
 """The statement block of report.html: the evidence bundle's hash, whether the bundle is
-signed and verified, and (with a GPU-hour price) what each lost step costs per month.
+signed and verified, the ETTR each soak measured under a sustained workload, and (with a
+GPU-hour price) what each lost step costs per month.
 
 The markup is templates/statement.html (autoescape on); this module only picks the data."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rackscale.report.soak import statement_rows
 from rackscale.report.templates import macro
 
 
@@ -36,4 +38,4 @@ def statement_html(doc: dict[str, Any], status: dict[str, Any] | None) -> str:
     bundle = ({"root": str(ev["root"]), "files": ev.get("files"), "dir": str(ev.get("dir"))}
               if ev.get("root") else None)
     return macro("statement.html", "statement", bundle, _status(status),
-                 _cost(doc.get("cost")))
+                 _cost(doc.get("cost")), statement_rows(doc.get("soak")))
