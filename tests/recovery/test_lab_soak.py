@@ -98,6 +98,9 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
     assert hot["named"]["kind"] == "coolant_flow_low" and hot["time_to_detect_s"] < 40, hot
     went = [t["to"] for t in r["lifecycle"]["transitions"] if t["rack"] == rack]
     assert "draining" in went, r["lifecycle"]["transitions"]
+    # ... and returned to production once the flow was restored and the rack certified again
+    assert hot["recertified"]["scope"] == rack and hot["recertified"]["passed"], hot
+    assert went[-1] == "production", went
     hot_incs = [e.payload for e in store.events(kind="recovery.incident")
                 if e.payload["fault_kind"] == "coolant_flow_low"]
     assert len(hot_incs) == 1, hot_incs  # one restart for the rack, not one per GPU

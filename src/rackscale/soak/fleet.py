@@ -64,6 +64,9 @@ class Recert:
     proc: subprocess.Popen[bytes]
     out: Path
     started: float
+    # the job's exclusions when it started: only those can its evidence bring back (a slot
+    # excluded later, e.g. for its rack's cooling, needs evidence from after that)
+    excluded: frozenset[str]
 
 
 @dataclass(slots=True)
@@ -135,7 +138,7 @@ class SoakFleet:
     def restore(self, rack: str) -> None:
         self.plant.set_flow(rack, None)
 
-    def recertify(self, index: int, scope: str) -> None:
+    def recertify(self, index: int, scope: str, job_dir: Path) -> None:
         """After a repair: certify `scope` in the background. A rack its coolant response
         powered off (maintenance) is first taken back to cabled, so the controller walks it
         to production once this certification passes (a repair needs evidence newer than
@@ -146,20 +149,23 @@ class SoakFleet:
                 self.ctl.advance(scope, RackState.CABLED.value,
                                  reason="soak: coolant flow restored (repair)")
         out = self.out / f"certify-{index:03d}"
+        st = JobState.load(job_dir)
         self.running.append(Recert(index=index, scope=scope, proc=self._start(scope, out),
-                                   out=out, started=time.time()))
+                                   out=out, started=time.time(),
+                                   excluded=frozenset(st.excluded if st else ())))
         self.log("recertify", index=index, scope=scope)
 
     def poll(self, job_dir: Path) -> None:
-        """Collect finished certifications; a pass returns the job's excluded slots of its
-        scope to the job as spares."""
+        """Collect finished certifications; a pass returns to the job, as spares, its slots
+        in the scope that were already excluded when the certification started."""
         for rc in list(self.running):
             if rc.proc.poll() is None and time.time() - rc.started < CERTIFY_TIMEOUT_S:
                 continue
             self.running.remove(rc)
             res = self._finish(rc.proc, rc.out, rc.scope)
             st = JobState.load(job_dir)
-            back = [s for s in (st.excluded if st else {}) if self._within(s, rc.scope)]
+            back = [s for s in (st.excluded if st else {})
+                    if s in rc.excluded and self._within(s, rc.scope)]
             if res["passed"] and back:
                 request_return(job_dir, back, {"certify_run": res["run_id"], "scope": rc.scope})
             res |= {"scope": rc.scope, "returned": back if res["passed"] else [],
