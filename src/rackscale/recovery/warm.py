@@ -43,8 +43,11 @@ def takes_part(command: Sequence[str]) -> bool:
     `rackscale job train-demo`, `PYTHON -m rackscale job train-demo`, or `PYTHON -m
     rackscale.recovery.trainer` (options after those words are the trainer's)."""
     argv = list(command)
-    if Path(argv[0]).name == "rackscale":
+    name = Path(argv[0]).name
+    if name == "rackscale":
         rest = argv[1:]
+    elif not name.startswith("python"):  # another launcher (torchrun) runs it its own way
+        return False
     elif argv[1:3] == ["-m", "rackscale"]:
         rest = argv[3:]
     else:
