@@ -4,8 +4,8 @@ under `rackscale job run`, side by side in one run, on real gloo ranks (CPU).
 1. Transient fault: rank 1's process is killed (SIGKILL) once at step 8. Time to recover =
    from the killed rank's last heartbeat to every rank's first completed step after the
    restart; both restore the latest committed checkpoint through the same DCP reader.
-   rackscale runs with `--warm` (standby processes per GPU slot); the full run also shows it
-   without (`rackscale_cold`). Target: rackscale <= 0.5x torchrun.
+   rackscale runs with its default options (warm standby processes per GPU slot); the full
+   run also shows it with `--cold` (`rackscale_cold`). Target: rackscale <= 0.5x torchrun.
 2. Persistent fault: the GPU under rank 1 kills its rank every time it reaches step 8 (a bad
    node). torchrun restarts on the same GPU until --max-restarts runs out and the job fails;
    rackscale excludes the GPU, moves rank 1 to a spare and finishes. Target: rackscale
@@ -99,15 +99,18 @@ def _run_torchrun(root: Path, steps: int, persistent: bool) -> dict[str, Any]:
             "attempts": len({a for a, _ in _beats(job)})}
 
 
-def _run_rackscale(root: Path, steps: int, persistent: bool, warm: bool) -> dict[str, Any]:
-    job = root / f"rackscale-{'persistent' if persistent else 'transient'}-{warm}"
+def _run_rackscale(root: Path, steps: int, persistent: bool, *,
+                   cold: bool = False) -> dict[str, Any]:
+    """`job run` with its default options, or with `--cold` (no standby processes)."""
+    job = root / f"rackscale-{'persistent' if persistent else 'transient'}-" \
+        f"{'cold' if cold else 'default'}"
     env = _env(job, job / "tiers.json")
     for k in ("RACKSCALE_CKPT_CONFIG", "RACKSCALE_JOB_DIR", "RACKSCALE_RESUME"):
         env.pop(k)  # the supervisor sets them per rank
     t0 = time.perf_counter()
     p = subprocess.run([PY, "-m", "rackscale", "job", "run", "--job-gpus", "2", "--spares", "1",
                         "--ckpt-every", "5", "--job-dir", str(job), "--max-restarts", "2",
-                        *(["--warm"] if warm else []), "--json", "--", PY,
+                        *(["--cold"] if cold else []), "--json", "--", PY,
                         *_trainer(job, steps, persistent)], env=env,
                        capture_output=True, text=True, timeout=900)
     inc = [json.loads(x)["payload"] for x in (job / "incidents.jsonl").read_text().splitlines()
@@ -139,9 +142,9 @@ def main() -> int:
         for persistent in cases:
             name = "persistent" if persistent else "transient"
             out[name] = {"torchrun": _run_torchrun(root, steps, persistent),
-                         "rackscale": _run_rackscale(root, steps, persistent, warm=True)}
+                         "rackscale": _run_rackscale(root, steps, persistent)}
             if not args.quick and not persistent:  # without standbys: every rank starts cold
-                out[name]["rackscale_cold"] = _run_rackscale(root, steps, persistent, False)
+                out[name]["rackscale_cold"] = _run_rackscale(root, steps, persistent, cold=True)
     tr = out["transient"]
     ratio = None
     if tr["torchrun"]["recover_s"] and tr["rackscale"]["recover_s"]:

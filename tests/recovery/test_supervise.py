@@ -73,9 +73,9 @@ def test_kill9_of_a_rank_excludes_it_resumes_on_the_spare_bit_exact(tmp_path: Pa
 
 def test_sigstop_of_a_rank_is_a_hang_detected_within_its_timeout(tmp_path: Path,
                                                                  clean: dict) -> None:
-    """With --warm: the restart hands the ranks to standby processes started ahead."""
+    """By default (warm): the restart hands the ranks to standby processes started ahead."""
     job = tmp_path / "job"
-    sup = rig.start(job, rig.trainer_cmd(job), "--warm")
+    sup = rig.start(job, rig.trainer_cmd(job))
     victim = rig.wait_step(job, 1, 0, 8, proc=sup)["pid"]
     stopped_at = time.time()
     os.kill(victim, signal.SIGSTOP)
@@ -119,12 +119,15 @@ def test_a_killed_supervisor_leaves_no_rank_and_a_new_one_resumes(tmp_path: Path
     job = tmp_path / "job"
     sup = rig.start(job, rig.trainer_cmd(job))
     pids = [rig.wait_step(job, 1, r, 8, proc=sup)["pid"] for r in (0, 1)]
+    # the default keeps standbys: those ready by now must go with the supervisor too
+    standbys = [int(p.read_text()) for p in (job / "warm").glob("*.ready")]
     os.killpg(sup.pid, signal.SIGKILL)  # only the supervisor: it leads its own group
     sup.wait(10)
     deadline = time.monotonic() + 5
-    while any(map(rig.pid_alive, pids)) and time.monotonic() < deadline:
+    while any(map(rig.pid_alive, pids + standbys)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(map(rig.pid_alive, pids)), "ranks outlived their supervisor"
+    assert not any(map(rig.pid_alive, standbys)), "standbys outlived their supervisor"
     rc, out = rig.finish(rig.start(job, rig.trainer_cmd(job)), job)
     assert rc == 0, out
     assert out["attempts"] == 2 and out["excluded"] == {}

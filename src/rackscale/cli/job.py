@@ -96,7 +96,7 @@ def train_demo(
                      slow_slot=slow_slot, slow_factor=slow_factor, slow_from=slow_from,
                      timing=timing.value)
     job_dir.mkdir(parents=True, exist_ok=True)
-    wait_for_rank()  # a standby (`job run --warm`) waits here, imports done, for its rank
+    wait_for_rank()  # a standby (`job run`, unless --cold) waits here for its rank
     result = train(s, RankEnv.from_environ(str(job_dir)))
     if result and os.environ.get("RANK", "0") == "0":
         say(f"trained {result['steps']} steps; params sha256 {result['params_sha256'][:16]}")
@@ -131,8 +131,12 @@ def run(
                                         help="Consecutive slow steps that make a straggler."),
     max_restarts: int = typer.Option(10, "--max-restarts", min=0,
                                      help="Give up after this many restarts."),
-    warm: bool = typer.Option(False, "--warm", help="Keep a standby process per GPU slot, "
-                              "started ahead (the command must support it; train-demo does)."),
+    warm: bool | None = typer.Option(
+        None, "--warm/--cold", show_default=False, help="Keep a standby process per GPU slot, "
+        "started ahead with its imports done, so a restart skips the process start; --cold "
+        "starts each rank afresh. Default: warm with --runner local and lab, cold with slurm "
+        "(a standby there would be a job step holding its GPU next to the rank). Standbys "
+        "start once a rank shows the command takes them (train-demo does)."),
     db: str = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -153,7 +157,7 @@ def run(
                         "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
     cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
                       steps=steps,
-                      max_restarts=max_restarts, warm=warm, detect={
+                      max_restarts=max_restarts, warm=_warm(runner, warm), detect={
                           "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
                           "straggler_threshold": straggler_threshold,
                           "straggler_steps": straggler_steps})
@@ -179,6 +183,17 @@ def run(
         return
     say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
         f"{', '.join(state.excluded) or 'none'}")
+
+
+def _warm(runner: str, asked: bool | None) -> bool:
+    """Standbys unless --cold, or the runner cannot keep them (then --warm is refused)."""
+    from rackscale.errors import UserError
+    from rackscale.recovery import RUNNERS
+
+    why = RUNNERS[runner].no_standbys
+    if asked and why is not None:  # kept on, the job would run cold without a word
+        raise UserError(f"--warm with --runner {runner}: {why}. Fix: drop --warm")
+    return why is None if asked is None else asked
 
 
 def _site(runner: str, lab_dir: Path | None, db: str) -> Site | None:

@@ -57,8 +57,10 @@ class JobConfig(BaseModel):
     poll_s: float = Field(default=0.05, gt=0, le=5)
     # How long stopped ranks get to exit after SIGKILL before the supervisor gives up on them.
     stop_timeout_s: float = Field(default=10.0, gt=0)
-    # Keep a standby process per slot (the command must support it, see warm.py).
-    warm: bool = False
+    # Keep a standby process per slot, the default: a restart then skips the process start.
+    # Only once a rank of the command has said it takes part (warm.py); `job run` turns it
+    # off for a runner that cannot keep standbys (Slurm, JobRunner.no_standbys).
+    warm: bool = True
     detect: DetectConfig = Field(default_factory=DetectConfig)
 
 

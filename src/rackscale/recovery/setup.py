@@ -57,6 +57,9 @@ class JobRunner:
     # CPU ranks on a shared host measure with the ladder's shared-CPU margins
     thresholds: Mapping[str, Thresholds] = field(
         default_factory=lambda: dict(SHARED_CPU_THRESHOLDS))
+    # Why this runner cannot keep warm standbys (None: it can, and `job run` keeps them by
+    # default); said when `--warm` is asked of it, and in `job run --help`.
+    no_standbys: str | None = None
 
 
 def _lab_probe(site: Site) -> Runner:
@@ -82,7 +85,12 @@ def _slurm_slots(launcher: Launcher, n: int) -> Placement:
 RUNNERS: Registry[JobRunner] = Registry("runner", error=UnknownRunner)
 RUNNERS.add("local", JobRunner(launcher=LocalLauncher))
 RUNNERS.add("lab", JobRunner(launcher=LocalLauncher, site="--lab", probe=_lab_probe))
-RUNNERS.add("slurm", JobRunner(launcher=_slurm, slots=_slurm_slots))
+RUNNERS.add("slurm", JobRunner(
+    launcher=_slurm, slots=_slurm_slots,
+    # A standby would be an srun step of its own, holding its slot's GPU while the rank
+    # there holds it too, and named by no rank, so stopping one would cancel the others.
+    no_standbys="a standby would be a Slurm job step of its own, holding its GPU next to "
+    "the rank on that GPU; --runner slurm starts each rank afresh"))
 
 
 # The rack a job on this host (no fleet loaded) is numbered as: its slots get the ids this

@@ -133,8 +133,8 @@ class Supervisor:
         # attempt's first step (a bad NIC left in the job) is slow against it too.
         self.best_collective: float | None = None
         self.drain_said = 0  # the attempt in which an unreadable cooling source was said
-        self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir) \
-            if cfg.warm else None
+        self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir,
+                             note=note) if cfg.warm else None
 
     def _initial_state(self) -> JobState:
         slots = list(self.setup.placement.ranks)
@@ -243,6 +243,8 @@ class Supervisor:
         while True:
             codes = [p.poll() for p in self.procs]
             ranks = reader.poll()
+            if self.pool is not None:  # standbys wait for a rank to show the command takes them
+                self.pool.tick(any(r.first_step_at for r in ranks))
             for r, c in enumerate(codes):
                 if c == 0:  # finished its part: silence from it now is no hang
                     ranks[r].done = True
