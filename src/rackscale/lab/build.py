@@ -21,6 +21,9 @@ class LabError(UserError):
     pass
 
 
+STANDBY_CGROUP = "standby"
+
+
 def cg_top(lab_id: str) -> str:
     return f"rackscale-lab-{lab_id}"
 
@@ -139,7 +142,8 @@ def _cgroups(st: LabState, plan: LabPlan) -> None:
     cg = sysops.cgroups()
     top = cg_top(plan.lab_id)
     st.record([{"type": "cgroup", "name": top}]
-              + [{"type": "cgroup", "name": f"{top}/{r.cgroup}"} for r in plan.ranks])
+              + [{"type": "cgroup", "name": f"{top}/{r.cgroup}"} for r in plan.ranks]
+              + [{"type": "cgroup", "name": f"{top}/{STANDBY_CGROUP}"}])
     sysops.cg_make(cg, top)
     # The lab's ranks use at most their quotas (a runner keeps ~3 busy at once); a high weight
     # makes sure they get them on a loaded host, so figures measure links, not neighbours.
@@ -147,6 +151,12 @@ def _cgroups(st: LabState, plan: LabPlan) -> None:
     for r in plan.ranks:
         sysops.cg_make(cg, f"{top}/{r.cgroup}")
         sysops.cg_set_cpu(cg, f"{top}/{r.cgroup}", plan.cpu_base)
+    # A job's warm standbys wait here, not in their slot's cgroup: a rank's quota stands for
+    # its GPU, and a standby's start-up is host CPU on real hardware, never the GPU's. The
+    # lowest weight leaves the ranks the CPU they want; a standby joins its slot's cgroup
+    # when its rank arrives (recovery/warm.py).
+    sysops.cg_make(cg, f"{top}/{STANDBY_CGROUP}")
+    sysops.cg_set_weight(cg, f"{top}/{STANDBY_CGROUP}", 1)
 
 
 def record_process(st: LabState, pid: int, what: str) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from rackscale.durable import write_atomic
 from rackscale.recovery.launch import Launcher, RankProcess, stop_all
 
 WARM_ENV = "RACKSCALE_WARM"
+# Set by the lab's launch prefix: the slot's cgroups, which a standby joins with its rank
+RANK_CGROUPS_ENV = "RACKSCALE_RANK_CGROUPS"
 SUPPORTED = "supported"  # in the pool's directory: a rank of the command called wait_for_rank
 
 
@@ -67,6 +69,9 @@ def wait_for_rank(poll_s: float = 0.01) -> None:
                 write_atomic(mark, str(os.getpid()), sync=False)
         return
     go = Path(path)
+    dirs = os.environ.pop(RANK_CGROUPS_ENV, "")
+    if dirs:  # the pool moves this process there when it hands the rank over (see take)
+        write_atomic(go.with_suffix(".cgroups"), dirs, sync=False)
     write_atomic(go.with_suffix(".ready"), str(os.getpid()), sync=False)
     while not go.exists():
         time.sleep(poll_s)
@@ -137,12 +142,35 @@ class WarmPool:
         if got is None:
             return None
         proc, go = got
-        if proc.poll() is not None or not go.with_suffix(".ready").exists():
+        ready = go.with_suffix(".ready")
+        if proc.poll() is not None or not ready.exists():
             return None
         del self.standby[slot]
+        if not _join_rank_cgroups(go.with_suffix(".cgroups"), int(ready.read_text())):
+            stop_all([proc], 5.0)
+            return None  # started afresh there, the rank fails as any would
         write_atomic(go, json.dumps(dict(env)), sync=False)
         return proc
 
     def close(self, timeout_s: float) -> None:
         stop_all([p for p, _ in self.standby.values()], timeout_s)
         self.standby.clear()
+
+
+def _join_rank_cgroups(listed: Path, pid: int) -> bool:
+    """A lab standby waits outside its slot's cgroups (the slot's CPU quota stands for its
+    GPU, which a waiting process does not use) and names them (`listed`); it is moved in
+    as its rank arrives, by this process (inside its network namespace the standby sees the
+    namespace's /sys, not the host's cgroups). False when the slot admits no process (its
+    GPU is dead): the standby is not used, and a fresh start there fails as the lab makes
+    it. No file: the standby already runs where its rank would."""
+    if not listed.exists():
+        return True
+    dirs = [Path(d) for d in listed.read_text(encoding="utf-8").split()]
+    for d in dirs:
+        limit = d / "pids.max"
+        if limit.exists() and limit.read_text().strip() == "0":
+            return False
+    for d in dirs:
+        (d / "cgroup.procs").write_text(str(pid))
+    return True
