@@ -329,6 +329,10 @@ def soak(
     gpus: int = typer.Option(4, "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(4, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
+    config: Path = typer.Option(None, "--config", metavar="FILE", show_default=False,
+                                help="Tiers config (YAML/JSON) the job checkpoints through "
+                                "(job run --config); default: directories under the job's "
+                                "directory, local cache on. Recorded in soak.json."),
     out: Path = typer.Option(Path("rackscale-data/soaks/soak"), "--out", metavar="DIR",
                              help="A new directory for the soak: schedule.json, "
                              "progress.jsonl, job/, soak.json."),
@@ -349,6 +353,10 @@ def soak(
     from rackscale.store import Store, default_db_url
 
     check_out_dir(out, "--out")
+    if config is not None:  # a missing or bad tiers config is refused before the lab is asked
+        from rackscale.checkpoint import load_config
+
+        load_config(config)
     if quick:
         duration, fault_count = QUICK_MIN, QUICK_FAULTS
     lab_dir = lab_dir or lab.DEFAULT_STATE_DIR
@@ -368,7 +376,7 @@ def soak(
                      cooling_ratio=cooling_ratio)
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
-                            ckpt_every=ckpt_every, command=list(ctx.args))
+                            ckpt_every=ckpt_every, command=list(ctx.args), config=config)
     result = _soak_with_bar(Soak(settings), disable=as_json)
     result["event_seq"] = record_soak(Store(url), result)
     if as_json:
