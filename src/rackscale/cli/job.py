@@ -353,20 +353,11 @@ def soak(
     from rackscale.store import Store, default_db_url
 
     check_out_dir(out, "--out")
-    if config is not None:  # a missing or bad tiers config is refused before the lab is asked
-        from rackscale.checkpoint import load_config
-
-        load_config(config)
     if quick:
         duration, fault_count = QUICK_MIN, QUICK_FAULTS
+    _check_soak(config, schedule, fault_count, spares)
     lab_dir = lab_dir or lab.DEFAULT_STATE_DIR
     lab.require_up(lab_dir, "job soak")
-    if schedule is None and fault_count > spares:
-        from rackscale.errors import UserError
-
-        raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
-                        "supervisor excludes takes a spare, and a repaired part does not "
-                        "rejoin the job yet; give at least as many spares as faults")
     if schedule is not None:
         sched = _read_schedule(schedule, gpus)
     else:
@@ -383,6 +374,21 @@ def soak(
         emit_json(result)
         return
     _say_soak(result)
+
+
+def _check_soak(config: Path | None, schedule: Path | None, fault_count: int,
+                spares: int) -> None:
+    """What `job soak` refuses before the lab is asked: a missing or bad tiers config, more
+    faults than spares."""
+    from rackscale.checkpoint import load_config
+    from rackscale.errors import UserError
+
+    if config is not None:
+        load_config(config)
+    if schedule is None and fault_count > spares:
+        raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
+                        "supervisor excludes takes a spare, and a repaired part does not "
+                        "rejoin the job yet; give at least as many spares as faults")
 
 
 def _read_schedule(path: Path, gpus: int) -> Schedule:
