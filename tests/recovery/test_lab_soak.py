@@ -77,6 +77,7 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
     r = json.loads(done.stdout)
     assert json.loads((out / "schedule.json").read_text())["faults"][1]["lab"]["action"] \
         == "bad_cable"  # written before the job ran (and kept)
+    assert r["storage"]["config"] is None and r["storage"]["local_cache"] is True  # the default
     topo = Topology.build(load_fleet(FLEET))
     dead, cable, hot = r["faults"]
     store = Store(f"sqlite:///{db}", readonly=True)

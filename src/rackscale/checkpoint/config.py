@@ -107,6 +107,11 @@ class TiersConfig(BaseModel):
     # still saving on the same node (Linux, with an I/O scheduler that honours classes:
     # mq-deadline, bfq; it ages idle requests, so a busy disk delays a push, never stops it).
     background_io: Literal["normal", "idle"] = "idle"
+    # False: the node's local NVMe cache is only where a save is staged before its push; a
+    # job's restore (the DCP reader its ranks use) never reads it and fetches every chunk from
+    # the remote tiers, as a node without a local cache would (`simulate storage-whatif`'s
+    # setups without one). Strict: a quoted "false" is refused, not read as true.
+    local_cache: bool = Field(default=True, strict=True)
 
     @model_validator(mode="after")
     def _sizes(self) -> TiersConfig:

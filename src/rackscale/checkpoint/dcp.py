@@ -13,7 +13,9 @@ writer refuses an id that is already committed, so a restarted job that re-saves
 step cannot touch the checkpoint it resumed from. A `checkpoint_id` passed to `dcp.save` /
 `dcp.load` beside these classes must name the same checkpoint (or be omitted).
 The reader restores read-through into the local cache and hands the verified files to DCP's
-file reader, so a different world size reshards as usual.
+file reader, so a different world size reshards as usual. With `local_cache: false` it restores
+into a private directory of its own instead (every chunk from the remote tiers), removed once
+DCP has read it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from concurrent.futures import Future
@@ -32,7 +36,7 @@ import torch.futures
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.filesystem import _StoragePrefix
 from torch.distributed.checkpoint.metadata import MetadataIndex
-from torch.distributed.checkpoint.planner import SavePlan, SavePlanner
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner
 from torch.distributed.checkpoint.storage import WriteResult
 
 from rackscale.checkpoint.config import TiersConfig
@@ -251,11 +255,59 @@ class TieredStorageWriter(FileSystemWriter):
             os.close(fd)
 
 
+UNCACHED = "uncached"  # below local_dir: the private restore directories of `local_cache: false`
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def uncached_dir(cfg: TiersConfig) -> Path:
+    """A new private directory on the node for one restore that must not read the node's
+    cache (`local_cache: false`); those a dead process left behind are removed first. Named
+    by the pid so that the ranks of one node never share one."""
+    base = Path(cfg.local_dir) / UNCACHED
+    base.mkdir(parents=True, exist_ok=True)
+    for d in base.iterdir():
+        pid = d.name.partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
+
+
 class TieredStorageReader(FileSystemReader):
     def __init__(self, cfg: TiersConfig, ckpt_id: str = "latest") -> None:
+        # Without a local cache the read-through restore goes into an empty directory of its
+        # own: every chunk comes from the remote tiers, whatever this node's cache holds.
+        self._scratch = None if cfg.local_cache else uncached_dir(cfg)
+        if self._scratch is not None:
+            cfg = cfg.model_copy(update={"local_dir": str(self._scratch)})
         tiers = Tiers(cfg)
-        self.restore_report: RestoreReport = Restorer(tiers).restore(ckpt_id)
+        try:
+            self.restore_report: RestoreReport = Restorer(tiers).restore(ckpt_id)
+        except BaseException:
+            self._drop_scratch()
+            raise
         super().__init__(tiers.local.path(tiers.layout.data_prefix(self.restore_report.id)))
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> torch.futures.Future[None]:
+        # DCP's file reader reads every byte before it returns: the private copy of an
+        # uncached restore is no longer needed then.
+        try:
+            return super().read_data(plan, planner)
+        finally:
+            self._drop_scratch()
+
+    def _drop_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         rid = self.restore_report.id

@@ -344,6 +344,10 @@ def soak(
     gpus: int = typer.Option(4, "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(4, "--spares", min=0, help="Hot spare GPU slots."),
     ckpt_every: int = CkptEveryOption,
+    config: Path = typer.Option(None, "--config", metavar="FILE", show_default=False,
+                                help="Tiers config (YAML/JSON) the job checkpoints through "
+                                "(job run --config); default: directories under the job's "
+                                "directory, local cache on. Recorded in soak.json."),
     out: Path = typer.Option(Path("rackscale-data/soaks/soak"), "--out", metavar="DIR",
                              help="A new directory for the soak: schedule.json, "
                              "progress.jsonl, job/, soak.json."),
@@ -366,14 +370,9 @@ def soak(
     check_out_dir(out, "--out")
     if quick:
         duration, fault_count = QUICK_MIN, QUICK_FAULTS
+    _check_soak(config, schedule, fault_count, spares)
     lab_dir = lab_dir or lab.DEFAULT_STATE_DIR
     lab.require_up(lab_dir, "job soak")
-    if schedule is None and fault_count > spares:
-        from rackscale.errors import UserError
-
-        raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
-                        "supervisor excludes takes a spare, and a repaired part does not "
-                        "rejoin the job yet; give at least as many spares as faults")
     if schedule is not None:
         sched = _read_schedule(schedule, gpus)
     else:
@@ -383,13 +382,28 @@ def soak(
                      cooling_ratio=cooling_ratio)
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
-                            ckpt_every=ckpt_every, command=list(ctx.args))
+                            ckpt_every=ckpt_every, command=list(ctx.args), config=config)
     result = _soak_with_bar(Soak(settings), disable=as_json)
     result["event_seq"] = record_soak(Store(url), result)
     if as_json:
         emit_json(result)
         return
     _say_soak(result)
+
+
+def _check_soak(config: Path | None, schedule: Path | None, fault_count: int,
+                spares: int) -> None:
+    """What `job soak` refuses before the lab is asked: a missing or bad tiers config, more
+    faults than spares."""
+    from rackscale.checkpoint import load_config
+    from rackscale.errors import UserError
+
+    if config is not None:
+        load_config(config)
+    if schedule is None and fault_count > spares:
+        raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
+                        "supervisor excludes takes a spare, and a repaired part does not "
+                        "rejoin the job yet; give at least as many spares as faults")
 
 
 def _read_schedule(path: Path, gpus: int) -> Schedule:

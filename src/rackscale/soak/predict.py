@@ -122,7 +122,7 @@ def _fail_slow_ratio(schedule: Schedule) -> float:
     return min(100.0, max(0.0, schedule.expected_unscaled / per - 1)) if per > 0 else 0.0
 
 
-def _config(result: dict[str, Any], schedule: Schedule, ckpt_every: int, trials: int,
+def sim_config(result: dict[str, Any], schedule: Schedule, ckpt_every: int, trials: int,
             seed: int) -> tuple[SimConfig, dict[str, dict[str, Any]]]:
     """The simulator's config, and each fed figure with where it came from."""
     cost = measured_costs(result, ckpt_every)
@@ -176,6 +176,13 @@ def _config(result: dict[str, Any], schedule: Schedule, ckpt_every: int, trials:
     return cfg, inputs
 
 
+def lab_shape(schedule: Schedule, cfg: SimConfig) -> FleetShape:
+    """The lab as the simulator sees it: one domain of GPU slots, each slot its own unit."""
+    slots = schedule.gpus + cfg.spare_domains if cfg.spare_domains is not None else 0
+    return FleetShape(name="lab", domains=1, trays_per_domain=slots, gpus_per_tray=1,
+                      template="lab GPU slots")
+
+
 def predict(result: dict[str, Any], schedule: Schedule, *, ckpt_every: int | None = None,
             trials: int = TRIALS, seed: int = 0) -> dict[str, Any]:
     """The simulator's ETTR for this soak (module doc): mean over `trials`, its 95% CI, and
@@ -186,11 +193,8 @@ def predict(result: dict[str, Any], schedule: Schedule, *, ckpt_every: int | Non
     if not isinstance(every, int) or every < 1:
         raise PredictError("the soak result does not say its checkpoint interval; give "
                            "ckpt_every (the soak's --ckpt-every, 10 unless it was set)")
-    cfg, inputs = _config(result, schedule, every, trials, seed)
-    slots = schedule.gpus + cfg.spare_domains if cfg.spare_domains is not None else 0
-    fleet = FleetShape(name="lab", domains=1, trays_per_domain=slots, gpus_per_tray=1,
-                       template="lab GPU slots")
-    p = plan(cfg, fleet)
+    cfg, inputs = sim_config(result, schedule, every, trials, seed)
+    p = plan(cfg, lab_shape(schedule, cfg))
     t0 = time.perf_counter()
     tl = simulate(p)
     res = summarize(p, tl, time.perf_counter() - t0)

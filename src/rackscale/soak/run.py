@@ -34,6 +34,7 @@ from rackscale.soak.fleet import PLANT_BASIS, SoakFleet
 from rackscale.soak.measure import figures, job_steps
 from rackscale.soak.predict import prediction
 from rackscale.soak.schedule import Schedule, ScheduledFault
+from rackscale.soak.storage import storage_summary
 
 BIG = 10_000_000  # the job's length: it is stopped at the end of the soak, never finishes
 CLEAN_STEPS = 10  # steps of the first attempt before the first fault (the clean step time)
@@ -52,6 +53,7 @@ class SoakSettings:
     spares: int
     db: str
     ckpt_every: int = 5
+    config: Path | None = None  # the job's tiers config (`job run --config`); None: its default
     command: list[str] = field(default_factory=list)  # empty: the reference trainer
     detect: list[str] = field(default_factory=lambda: [
         "--straggler-threshold", "0.5", "--hang-floor-s", "20"])
@@ -99,6 +101,8 @@ class Soak:
         self.present: dict[int, dict[str, Any]] = {}  # schedule index -> lab fault (as stored)
         self.done: list[dict[str, Any]] = []  # every injected fault, as logged
         self.stopped_pids: list[int] = []
+        # Read now: a config that is missing or no tiers config is refused before the lab works
+        self.storage = storage_summary(s.config, self.job_dir)
 
     # --- the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -145,7 +149,8 @@ class Soak:
         args = [sys.executable, "-m", "rackscale", "job", "run", "--runner", "lab", "--lab",
                 str(s.lab_dir), "--job-gpus", str(s.schedule.gpus), "--spares", str(s.spares),
                 "--ckpt-every", str(s.ckpt_every), "--steps", str(BIG), "--max-restarts",
-                "1000", "--job-dir", str(self.job_dir), "--db", s.db, *s.detect, "--json",
+                "1000", "--job-dir", str(self.job_dir), "--db", s.db, *s.detect,
+                *(["--config", str(s.config)] if s.config is not None else []), "--json",
                 "--", *cmd]
         with (s.out / "job.out").open("wb") as out:
             return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
@@ -321,7 +326,8 @@ class Soak:
                        "spares": s.spares, "attempts": st.attempt if st else 0,
                        "excluded": st.excluded if st else {}, "dir": str(self.job_dir),
                        "ckpt_every": s.ckpt_every},
-               "lab": str(s.lab_dir), **fig,
+               "lab": str(s.lab_dir), "storage": self.storage,
+               **fig,
                "lifecycle": {"plant": PLANT_BASIS,
                              "transitions": self.fleet.transitions if self.fleet else [],
                              "states": self.fleet.states if self.fleet else {}}}
