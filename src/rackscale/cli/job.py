@@ -152,24 +152,22 @@ def run(
     command = list(ctx.args)
     if not command:
         from rackscale.errors import UserError
-
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
     cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
-                      steps=steps,
-                      max_restarts=max_restarts, warm=_warm(runner, warm), detect={
-                          "hang_floor_s": hang_floor_s, "startup_timeout_s": startup_timeout_s,
-                          "straggler_threshold": straggler_threshold,
-                          "straggler_steps": straggler_steps})
+                          steps=steps, max_restarts=max_restarts, warm=_warm(runner, warm),
+                          detect={"hang_floor_s": hang_floor_s,
+                                  "startup_timeout_s": startup_timeout_s,
+                                  "straggler_threshold": straggler_threshold,
+                                  "straggler_steps": straggler_steps})
     check_job_dir(job_dir)
     os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
     # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
     # findings and incidents go where `lifecycle` and `job incidents` read them.
+    db = db or default_db_url()
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
-                        db=db or default_db_url(),
-                        site=_site(runner, lab_dir, db or default_db_url()))
+                        db=db, site=_site(runner, lab_dir, db))
     notes: list[str] = []
-
     def note(message: str) -> None:  # as it happens, so a long job says it at once
         notes.append(message)
         err_console.print(f"[yellow]{escape(message)}[/]", soft_wrap=True)
