@@ -460,7 +460,7 @@ def _say_soak(r: dict) -> None:
         f"lost, clean step {r['clean_step_s']:.3f} s")
     t = Table(title="faults (measured)")
     for col in ("#", "cause", "injected", "part", "detect s", "named", "match", "recovered",
-                "badput s"):
+                "badput s", "recertified"):
         t.add_column(col)
     for f in r["faults"]:
         named = f["named"] or {}
@@ -468,8 +468,10 @@ def _say_soak(r: dict) -> None:
                   plain("-" if f["time_to_detect_s"] is None else f["time_to_detect_s"]),
                   plain(f"{named.get('component', '-')} {named.get('kind') or ''}".strip()),
                   plain(f["named_vs_injected"]), "yes" if f["recovered"] else "no",
-                  f"{sum(f['badput_s'].values()):.1f}")
+                  f"{sum(f['badput_s'].values()):.1f}", plain(_recertified(f)))
     console.print(t)
+    for rack, states in _rack_paths(r).items():
+        say(f"lifecycle of {rack} (plant simulated): {' -> '.join(states)}")
     b = Table(title="badput by cause, s (measured)")
     b.add_column("cause")
     b.add_column("s")
@@ -479,6 +481,23 @@ def _say_soak(r: dict) -> None:
     _say_predicted(r)
     say(f"written: {Path(r['schedule']['file']).parent / 'soak.json'}; store event "
         f"recovery.soak #{r['event_seq']}")
+
+
+def _recertified(f: dict) -> str:
+    rc = f.get("recertified")
+    if not rc:
+        return "-"
+    verdict = "passed" if rc["passed"] else f"failed ({rc.get('why', '')})"
+    back = f", {len(rc['returned'])} slot(s) back" if rc.get("returned") else ""
+    return f"{rc['scope']} {verdict}{back}"
+
+
+def _rack_paths(r: dict) -> dict[str, list[str]]:
+    """Each rack's states in the soak, for racks that left production at some point."""
+    paths: dict[str, list[str]] = {}
+    for t in r.get("lifecycle", {}).get("transitions", []):
+        paths.setdefault(t["rack"], []).append(t["to"])
+    return {k: v for k, v in paths.items() if len(v) > 1}
 
 
 def _say_predicted(r: dict) -> None:

@@ -1,0 +1,35 @@
+"""`job soak`'s words for a person: every fault's recertification and each rack's lifecycle
+path are said, from a real soak's soak.json with those parts added."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rackscale.cli.job import _recertified, _say_soak
+
+SOAK = Path(__file__).parent / "data" / "soak1" / "soak.json"
+
+
+def test_the_soak_says_recertifications_and_rack_paths(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r = json.loads(SOAK.read_text())
+    r["event_seq"] = 7
+    r["faults"][0]["recertified"] = {"passed": True, "scope": "lab/r01/c02",
+                                     "returned": ["lab/r01/c02/gpu1"]}
+    r["faults"][1]["recertified"] = {"passed": False, "scope": "lab/r02/c01",
+                                     "why": "lab/r02/c01/gpu0 slow_gpu", "returned": []}
+    r["lifecycle"] = {"transitions": [
+        {"rack": "lab/r01", "from": None, "to": "production"},
+        {"rack": "lab/r02", "from": None, "to": "production"},
+        {"rack": "lab/r01", "from": "production", "to": "draining"},
+        {"rack": "lab/r01", "from": "draining", "to": "production"}]}
+    assert _recertified(r["faults"][0]) == "lab/r01/c02 passed, 1 slot(s) back"
+    assert _recertified(r["faults"][1]) == "lab/r02/c01 failed (lab/r02/c01/gpu0 slow_gpu)"
+    assert _recertified(r["faults"][2]) == "-"
+    _say_soak(r)  # the table's cells wrap at the captured width; the lines below do not
+    out = " ".join(capsys.readouterr().out.split())
+    assert "lifecycle of lab/r01 (plant simulated): production -> draining -> production" in out
+    assert "lifecycle of lab/r02" not in out  # never left production
