@@ -230,3 +230,26 @@ def test_the_soak_section_passes_axe_in_chromium(fleet_store: Store, tmp_path: P
     assert result["passes"] > 10  # axe ran its rules
     bad = [v for v in result["violations"] if v[1] in ("serious", "critical")]
     assert not bad, bad
+
+
+def test_a_report_from_before_the_soak_section_still_verifies(fleet_store: Store,
+                                                             tmp_path: Path) -> None:
+    """A report signed before the section existed has no `soak`: it agrees with evidence
+    that holds no soak, and not with evidence that holds one."""
+    out = tmp_path / "rep"
+    build_report(fleet_store, out)
+    path = out / "report.json"
+    doc = json.loads(path.read_text())
+    del doc["soak"]
+    path.write_text(json.dumps(doc))
+    result = verify_bundle(out, signed(out, tmp_path / "k1"))
+    assert result.ok, result.first_problem
+
+    record(fleet_store, soak("s1"))
+    out2 = tmp_path / "rep2"
+    build_report(fleet_store, out2)
+    doc = json.loads((out2 / "report.json").read_text())
+    del doc["soak"]
+    (out2 / "report.json").write_text(json.dumps(doc))
+    result = verify_bundle(out2, signed(out2, tmp_path / "k2"))
+    assert not result.ok and "soak" in (result.first_problem or "")
