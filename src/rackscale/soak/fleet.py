@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -174,10 +176,11 @@ class SoakFleet:
             self.log("recertified", index=rc.index, **res)
 
     def stop(self) -> None:
+        """Stop the certifications still running: SIGTERM to each one's process group (its
+        own session, started here), so it stops its ranks; SIGKILL after 10 s."""
         for rc in self.running:
-            if rc.proc.poll() is None:
-                rc.proc.kill()
-                rc.proc.wait(10)
+            _stop_group(rc.proc)
+        self.running.clear()
 
     # --- certification ------------------------------------------------------------------------
     def _within(self, slot: str, scope: str) -> bool:
@@ -203,19 +206,15 @@ class SoakFleet:
 
     def _certify_now(self, scope: str | None, out: Path) -> dict[str, Any]:
         proc = self._start(scope, out)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # _finish says it timed out
             proc.wait(CERTIFY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
         return self._finish(proc, out, scope)
 
     def _finish(self, proc: subprocess.Popen[bytes], out: Path,
                 scope: str | None) -> dict[str, Any]:
         """A certification's verdict: passed (exit 0, no finding) or why not."""
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            _stop_group(proc)
             return {"passed": False, "why": f"no verdict within {CERTIFY_TIMEOUT_S:.0f} s",
                     "out": str(out), "run_id": None}
         try:
@@ -230,3 +229,16 @@ class SoakFleet:
         return {"passed": passed, "run_id": r.get("run_id"), "out": str(out),
                 "findings": found, "wall_s": r.get("wall_s"),
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
