@@ -109,13 +109,14 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
     assert inc["component"] == rack and len(inc["evidence"]["excluded"]) >= 1
     assert all(topo.holder(s).rack == rack for s in inc["evidence"]["excluded"])
     assert all(topo.holder(s).rack != rack for s in inc["evidence"]["moves"].values())
-    # every repair was certified again (its tray; the rack for cooling) before it rejoined
-    assert [f["recertified"]["scope"] for f in (dead, cable)] == [
-        topo.holder(dead["slot"]).tray, topo.holder(cable["slot"]).tray], (dead, cable)
+    # every repair was certified again before it rejoined: its tray once the job no longer
+    # ran there, or with its rack (the cooling moved the job off it first)
     back = {s for e in store.events(kind="recovery.job") if e.payload["status"] == "rejoined"
             for s in e.payload["slots"]}
     for f in (dead, cable):
-        assert (f["slot"] in back) == f["recertified"]["passed"], f["recertified"]
+        rc = f["recertified"]
+        assert rc["scope"] in (topo.holder(f["slot"]).tray, rack), f
+        assert (f["slot"] in back) == rc["passed"], rc
     # the measured figures, in the store
     (ev,) = store.events(kind="recovery.soak")
     p = ev.payload

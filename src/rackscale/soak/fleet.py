@@ -37,6 +37,7 @@ from rackscale.lifecycle import (
     SimCoolingDriver,
     SimPlant,
     SimPowerDriver,
+    coolant_conditions,
     set_goal,
     state_of,
 )
@@ -57,11 +58,19 @@ class SoakFleetError(UserError):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A repaired part's scope waiting to be certified, and the faults it answers for."""
+
+    scope: str
+    indices: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class Recert:
     """A certification of a repaired part's scope, running in the background."""
 
-    index: int  # the schedule's fault
+    indices: tuple[int, ...]  # the schedule's faults it answers for
     scope: str  # a tray or a rack
     proc: subprocess.Popen[bytes]
     out: Path
@@ -81,11 +90,13 @@ class SoakFleet:
     store: Store = field(init=False)
     plant: SimPlant = field(init=False)
     ctl: Controller = field(init=False)
+    queued: list[Queued] = field(default_factory=list)
     running: list[Recert] = field(default_factory=list)
     results: dict[int, dict[str, Any]] = field(default_factory=dict)  # fault -> recert
     states: dict[str, str] = field(default_factory=dict)  # rack -> its state last logged
     transitions: list[dict[str, Any]] = field(default_factory=list)
     last_pass: float = 0.0
+    last_poll: float = 0.0
 
     def __post_init__(self) -> None:
         self.store = Store(self.db)
@@ -140,40 +151,75 @@ class SoakFleet:
     def restore(self, rack: str) -> None:
         self.plant.set_flow(rack, None)
 
-    def recertify(self, index: int, scope: str, job_dir: Path) -> None:
-        """After a repair: certify `scope` in the background. A rack its coolant response
-        powered off (maintenance) is first taken back to cabled, so the controller walks it
-        to production once this certification passes (a repair needs evidence newer than
-        it)."""
-        if scope in self.ctl.racks and \
-                state_of(self.store, scope).state == RackState.MAINTENANCE:
-            with contextlib.suppress(UserError):  # a pass moved it meanwhile: the walk goes on
-                self.ctl.advance(scope, RackState.CABLED.value,
-                                 reason="soak: coolant flow restored (repair)")
-        out = self.out / f"certify-{index:03d}"
-        st = JobState.load(job_dir)
-        self.running.append(Recert(index=index, scope=scope, proc=self._start(scope, out),
-                                   out=out, started=time.time(),
-                                   excluded=frozenset(st.excluded if st else ())))
-        self.log("recertify", index=index, scope=scope)
+    def recertify(self, index: int, scope: str) -> None:
+        """After a repair: certify `scope` once nothing stands in its way (`poll`). A rack's
+        certification covers the trays in it still waiting: they are certified with it."""
+        covered = [q for q in self.queued if self._within(q.scope, scope)]
+        if covered:
+            self.queued = [q for q in self.queued if q not in covered]
+        indices = (*sorted({i for q in covered for i in q.indices}), index)
+        self.queued.append(Queued(scope=scope, indices=indices))
+        self.log("recertify_queued", index=index, scope=scope,
+                 covers=[q.scope for q in covered])
 
     def poll(self, job_dir: Path) -> None:
-        """Collect finished certifications; a pass returns to the job, as spares, its slots
-        in the scope that were already excluded when the certification started."""
+        """Collect finished certifications (a pass returns to the job, as spares, its slots
+        in the scope that were already excluded when the certification started), then start
+        those now free to run."""
+        now = time.time()
+        if now - self.last_poll < 1.0:  # a second is soon enough for a repair
+            return
+        self.last_poll = now
+        st = JobState.load(job_dir)
         for rc in list(self.running):
             if rc.proc.poll() is None and time.time() - rc.started < CERTIFY_TIMEOUT_S:
                 continue
             self.running.remove(rc)
             res = self._finish(rc.proc, rc.out, rc.scope)
-            st = JobState.load(job_dir)
             back = [s for s in (st.excluded if st else {})
                     if s in rc.excluded and self._within(s, rc.scope)]
             if res["passed"] and back:
                 request_return(job_dir, back, {"certify_run": res["run_id"], "scope": rc.scope})
             res |= {"scope": rc.scope, "returned": back if res["passed"] else [],
                     "took_s": round(time.time() - rc.started, 3)}
-            self.results[rc.index] = res
-            self.log("recertified", index=rc.index, **res)
+            for i in rc.indices:
+                self.results[i] = res
+            self.log("recertified", indices=list(rc.indices), **res)
+        for q in list(self.queued):
+            why = self._busy(q.scope, st)
+            if why is None:
+                self.queued.remove(q)
+                self._begin(q, st)
+
+    def _busy(self, scope: str, st: JobState | None) -> str | None:
+        """Why `scope` cannot be certified now, or None. A certification shares its GPUs'
+        cgroups and links with whatever runs there: on a slot still serving the job it slows
+        that rank (a false straggler) and measures under its load, so it waits, as an
+        operator drains a tray before testing it; and a rack still under its coolant
+        response is not repaired yet."""
+        if st is not None and any(self._within(s, scope) for s in st.assignment):
+            return "the job still runs there"
+        if any(self._within(r.scope, scope) or self._within(scope, r.scope)
+               for r in self.running):
+            return "a certification runs there"
+        rack = self.topo.holder(scope).rack or scope
+        return "its rack's coolant response" if coolant_conditions(self.store, {rack}) else None
+
+    def _begin(self, q: Queued, st: JobState | None) -> None:
+        """Start `q`'s certification. A rack its coolant response powered off (maintenance)
+        is first taken back to cabled, so the controller walks it to production once this
+        certification passes (a repair needs evidence newer than it)."""
+        if q.scope in self.ctl.racks and \
+                state_of(self.store, q.scope).state == RackState.MAINTENANCE:
+            with contextlib.suppress(UserError):  # a pass moved it meanwhile: the walk goes on
+                self.ctl.advance(q.scope, RackState.CABLED.value,
+                                 reason="soak: coolant flow restored (repair)")
+        out = self.out / f"certify-{q.indices[-1]:03d}"
+        self.running.append(Recert(indices=q.indices, scope=q.scope,
+                                   proc=self._start(q.scope, out), out=out,
+                                   started=time.time(),
+                                   excluded=frozenset(st.excluded if st else ())))
+        self.log("recertify", indices=list(q.indices), scope=q.scope)
 
     def stop(self) -> None:
         """Stop the certifications still running: SIGTERM to each one's process group (its

@@ -274,7 +274,7 @@ class Soak:
                 self.fleet.restore(row["rack"])
             scope = self._repair_scope(row)
             if self.fleet is not None and recertify and scope is not None:
-                self.fleet.recertify(index, scope, self.job_dir)
+                self.fleet.recertify(index, scope)
 
     def _repair_scope(self, row: dict[str, Any]) -> str | None:
         """What is certified again after a repair before its slots rejoin: the rack of a
