@@ -225,7 +225,7 @@ class SoakFleet:
         """Stop the certifications still running: SIGTERM to each one's process group (its
         own session, started here), so it stops its ranks; SIGKILL after 10 s."""
         for rc in self.running:
-            _stop_group(rc.proc)
+            stop_started(rc.proc, whole_group=True, grace_s=10)
         self.running.clear()
 
     # --- certification ------------------------------------------------------------------------
@@ -260,7 +260,7 @@ class SoakFleet:
                 scope: str | None) -> dict[str, Any]:
         """A certification's verdict: passed (exit 0, no finding) or why not."""
         if proc.poll() is None:
-            _stop_group(proc)
+            stop_started(proc, whole_group=True, grace_s=10)
             return {"passed": False, "why": f"no verdict within {CERTIFY_TIMEOUT_S:.0f} s",
                     "out": str(out), "run_id": None}
         try:
@@ -277,13 +277,19 @@ class SoakFleet:
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_started(proc: subprocess.Popen[bytes], *, whole_group: bool, grace_s: float) -> None:
+    """Stop a process this soak started in a session of its own: SIGTERM (to its whole
+    process group, or to it alone when it stops its own children, as a supervisor does its
+    ranks), then SIGKILL to the group after `grace_s`."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(10)
+        proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -30,7 +30,7 @@ from rackscale.errors import UserError
 from rackscale.faults import Fault
 from rackscale.fleet import Topology, load_fleet
 from rackscale.recovery import JobState
-from rackscale.soak.fleet import PLANT_BASIS, SoakFleet
+from rackscale.soak.fleet import PLANT_BASIS, SoakFleet, stop_started
 from rackscale.soak.measure import figures, job_steps
 from rackscale.soak.predict import prediction
 from rackscale.soak.schedule import Schedule, ScheduledFault
@@ -296,14 +296,7 @@ class Soak:
 
     def _stop(self, sup: subprocess.Popen[bytes]) -> None:
         """Stop the supervisor this soak started (its ranks die with it)."""
-        if sup.poll() is None:
-            sup.send_signal(signal.SIGTERM)
-            try:
-                sup.wait(20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(sup.pid, signal.SIGKILL)
-                sup.wait(10)
+        stop_started(sup, whole_group=False, grace_s=20)
 
     # --- the result ---------------------------------------------------------------------------
     def _result(self, t_launch: float, t_end: float, load0: tuple[float, ...]) -> dict[str, Any]:
