@@ -400,8 +400,9 @@ def _check_soak(config: Path | None, schedule: Path | None, fault_count: int,
         load_config(config)
     if schedule is None and fault_count > spares:
         raise UserError(f"--fault-count {fault_count} with --spares {spares}: each fault the "
-                        "supervisor excludes takes a spare, and a repaired part does not "
-                        "rejoin the job yet; give at least as many spares as faults")
+                        "supervisor excludes takes a spare, and a repaired part rejoins only "
+                        "once its certification passes; give at least as many spares as "
+                        "faults")
 
 
 def _read_schedule(path: Path, gpus: int) -> Schedule:

@@ -22,8 +22,9 @@ from rackscale.store import Store
 def coolant_conditions(store: Store, racks: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every enrolled rack (of `racks`, when given) whose coolant-fault response is under
     way: its tier's name, whether its jobs must leave (`drain`), when the fault was first
-    seen (`since`, epoch seconds) and its lifecycle state."""
-    store = open_store(store)
+    seen (`since`, epoch seconds) and its lifecycle state. Asked every few seconds by a
+    running job, so it only reads: the lifecycle's tables exist once `enrolled_racks` (or
+    any lifecycle write) has opened the store."""
     q = select(LifecycleRow).where(LifecycleRow.machine == RACK, LifecycleRow.fault_tier > 0)
     with store.session() as s:
         rows = list(s.scalars(q))

@@ -132,7 +132,8 @@ class Supervisor:
         # The job's best collective time carries over restarts: a fault present from an
         # attempt's first step (a bad NIC left in the job) is slow against it too.
         self.best_collective: float | None = None
-        self.drain_said = 0  # the attempt in which an unreadable cooling source was said
+        # (attempt, what follows) for which an unreadable cooling source was said
+        self.cooling_said: set[tuple[int, str]] = set()
         self.pool = WarmPool(setup.launcher, setup.placement, cfg.command, setup.job_dir,
                              note=note) if cfg.warm else None
 
@@ -328,30 +329,26 @@ class Supervisor:
     def _recover(self, out: Outcome) -> None:
         sus, src = out.suspect, self.setup.hot_racks
         self._take_returns()
-        if out.drained and src is not None:  # slow, not stopped, like a straggler
-            self._let_the_step_finish(out)
-            t0 = time.time()
-            self._stop_ranks()
-            self._rack_move(src, None, out, out.drained, (t0, time.time()))
-            return
-        if sus is None:
-            raise RuntimeError("_recover needs a suspect or a drained rack")
-        code = sus.evidence.get("exit_code")
-        if sus.kind is Symptom.FAIL_STOP and code is not None and code > 0 and \
-                not any(r.steps_seen for r in out.ranks):
+        code = sus.evidence.get("exit_code") if sus is not None else None
+        if sus is not None and sus.kind is Symptom.FAIL_STOP and code is not None and \
+                code > 0 and not any(r.steps_seen for r in out.ranks):
             self._check_command(out)
         st = self.state
-        if sus.kind is Symptom.STRAGGLER:
+        slow = sus is None or sus.kind is Symptom.STRAGGLER  # a drained rack is slow too
+        if slow:
             self._let_the_step_finish(out)
         t0 = time.time()
         self._stop_ranks()
         stopped = time.time()
         # A straggler in a hot rack is its rack's cooling, not its GPU: no probe, and the
-        # rack's slots leave together (its other ranks would straggle next, one restart each).
-        hot = self._hot_racks(src, sus) if src and sus.kind is Symptom.STRAGGLER else {}
+        # rack's slots leave together (its other ranks would straggle next, one restart each);
+        # a rack the lifecycle drained leaves the same way.
+        hot = out.drained or (self._hot_racks(src, sus) if src and sus and slow else {})
         if src and hot:
             self._rack_move(src, sus, out, hot, (t0, stopped))
             return
+        if sus is None:
+            raise RuntimeError("_recover needs a suspect or a drained rack")
         loc = self._localize(sus, out)  # after the stop: the probe needs the CPU and links
         localized = time.time()
         # Not localized: a straggler restarts unexcluded (slow is no proof of a bad part); a
@@ -432,13 +429,7 @@ class Supervisor:
         src, st = self.setup.hot_racks, self.state
         if src is None:
             return {}
-        try:
-            now = dict(src.conditions())
-        except (UserError, OSError) as err:
-            if self.drain_said != st.attempt:
-                self.drain_said = st.attempt
-                self.note(f"job {st.job}: the racks' cooling could not be read ({err})")
-            return {}
+        now = self._cooling_now(src, "no rack is left for its cooling until it can be")
         used = {src.rack_of.get(s) for s in st.assignment}
         drained = {r: c for r, c in now.items() if c.get("drain") and r in used}
         return now if drained else {}
@@ -448,14 +439,22 @@ class Supervisor:
         a suspect's slot; else none. A source that cannot be read is said and counts as
         none: the straggler then goes the GPU-by-GPU way, as with no source at all."""
         st = self.state
-        try:
-            now = dict(src.conditions())
-        except (UserError, OSError) as err:
-            self.note(f"job {st.job}: the racks' cooling could not be read ({err}); the "
-                      "straggler is handled GPU by GPU")
-            return {}
+        now = self._cooling_now(src, "the straggler is handled GPU by GPU")
         racks = {src.rack_of.get(st.assignment[r]) for r in sus.candidates or (sus.rank,)}
         return now if racks & now.keys() else {}
+
+    def _cooling_now(self, src: HotRacks, otherwise: str) -> dict[str, Mapping[str, Any]]:
+        """The source's racks with a cooling condition now. One that cannot be read counts
+        as none, and is said once per attempt with what follows (`otherwise`)."""
+        try:
+            return dict(src.conditions())
+        except (UserError, OSError) as err:
+            said = (self.state.attempt, otherwise)
+            if said not in self.cooling_said:
+                self.cooling_said.add(said)
+                self.note(f"job {self.state.job}: the racks' cooling could not be read "
+                          f"({err}); {otherwise}")
+            return {}
 
     def _rack_move(self, src: HotRacks, sus: Suspect | None, out: Outcome,
                    hot: Mapping[str, Mapping[str, Any]], t: tuple[float, float]) -> None:

@@ -83,6 +83,7 @@ class Recert:
 @dataclass(slots=True)
 class SoakFleet:
     lab_dir: Path
+    fleet_file: str  # the lab's fleet spec, which each certification is given
     out: Path
     db: str
     topo: Topology
@@ -154,7 +155,7 @@ class SoakFleet:
     def recertify(self, index: int, scope: str) -> None:
         """After a repair: certify `scope` once nothing stands in its way (`poll`). A rack's
         certification covers the trays in it still waiting: they are certified with it."""
-        covered = [q for q in self.queued if self._within(q.scope, scope)]
+        covered = [q for q in self.queued if _within(q.scope, scope)]
         if covered:
             self.queued = [q for q in self.queued if q not in covered]
         indices = (*sorted({i for q in covered for i in q.indices}), index)
@@ -175,9 +176,9 @@ class SoakFleet:
             if rc.proc.poll() is None and time.time() - rc.started < CERTIFY_TIMEOUT_S:
                 continue
             self.running.remove(rc)
-            res = self._finish(rc.proc, rc.out, rc.scope)
+            res = self._finish(rc.proc, rc.out)
             back = [s for s in (st.excluded if st else {})
-                    if s in rc.excluded and self._within(s, rc.scope)]
+                    if s in rc.excluded and _within(s, rc.scope)]
             if res["passed"] and back:
                 request_return(job_dir, back, {"certify_run": res["run_id"], "scope": rc.scope})
             res |= {"scope": rc.scope, "returned": back if res["passed"] else [],
@@ -197,9 +198,9 @@ class SoakFleet:
         that rank (a false straggler) and measures under its load, so it waits, as an
         operator drains a tray before testing it; and a rack still under its coolant
         response is not repaired yet."""
-        if st is not None and any(self._within(s, scope) for s in st.assignment):
+        if st is not None and any(_within(s, scope) for s in st.assignment):
             return "the job still runs there"
-        if any(self._within(r.scope, scope) or self._within(scope, r.scope)
+        if any(_within(r.scope, scope) or _within(scope, r.scope)
                for r in self.running):
             return "a certification runs there"
         rack = self.topo.holder(scope).rack or scope
@@ -229,35 +230,25 @@ class SoakFleet:
         self.running.clear()
 
     # --- certification ------------------------------------------------------------------------
-    def _within(self, slot: str, scope: str) -> bool:
-        return slot == scope or slot.startswith(scope + "/")
-
     def _start(self, scope: str | None, out: Path) -> subprocess.Popen[bytes]:
         out.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "rackscale", "certify", "run", "--backend", "real",
-                "--runner", "local", "--lab", str(self.lab_dir), "--fleet",
-                self._fleet_file(), "--repeats",
-                str(CERTIFY_REPEATS), "--db", self.db, "--out", str(out), "--json"]
+                "--runner", "local", "--lab", str(self.lab_dir), "--fleet", self.fleet_file,
+                "--repeats", str(CERTIFY_REPEATS), "--db", self.db, "--out", str(out),
+                "--json"]
         if scope is not None:
             args += ["--scope", scope]
         with (out / "certify.json").open("wb") as f, (out / "certify.err").open("wb") as e:
             return subprocess.Popen(args, stdout=f, stderr=e, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
-    def _fleet_file(self) -> str:
-        from rackscale import lab
-
-        st = lab.require_up(self.lab_dir, "job soak")
-        return str(st.data["fleet_file"])
-
     def _certify_now(self, scope: str | None, out: Path) -> dict[str, Any]:
         proc = self._start(scope, out)
         with contextlib.suppress(subprocess.TimeoutExpired):  # _finish says it timed out
             proc.wait(CERTIFY_TIMEOUT_S)
-        return self._finish(proc, out, scope)
+        return self._finish(proc, out)
 
-    def _finish(self, proc: subprocess.Popen[bytes], out: Path,
-                scope: str | None) -> dict[str, Any]:
+    def _finish(self, proc: subprocess.Popen[bytes], out: Path) -> dict[str, Any]:
         """A certification's verdict: passed (exit 0, no finding) or why not."""
         if proc.poll() is None:
             stop_started(proc, whole_group=True, grace_s=10)
@@ -275,6 +266,10 @@ class SoakFleet:
         return {"passed": passed, "run_id": r.get("run_id"), "out": str(out),
                 "findings": found, "wall_s": r.get("wall_s"),
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
+
+
+def _within(part: str, scope: str) -> bool:
+    return part == scope or part.startswith(scope + "/")
 
 
 def stop_started(proc: subprocess.Popen[bytes], *, whole_group: bool, grace_s: float) -> None:

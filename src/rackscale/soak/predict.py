@@ -81,7 +81,7 @@ def _need(result: dict[str, Any], schedule: Schedule) -> None:
                            "soak.json of a soak that ran")
 
 
-def _mean(xs: list[float]) -> float | None:
+def mean_or_none(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
@@ -105,10 +105,10 @@ def measured_costs(result: dict[str, Any], ckpt_every: int) -> dict[str, float |
     ckpts = max(1, int(result.get("steps_completed", 0)) // ckpt_every)
     return {
         "initial_start_s": float(bad.get("initial_start", 0.0)),
-        "detect_s": _mean([float(r["badput_s"]["detection"]) for r in crash]),
-        "restart_s": _mean([sum(float(r["badput_s"][k]) for k in (
+        "detect_s": mean_or_none([float(r["badput_s"]["detection"]) for r in crash]),
+        "restart_s": mean_or_none([sum(float(r["badput_s"][k]) for k in (
             "stop", "localization", "restart", "restore")) for r in restarted]),
-        "slow_found_s": _mean(found),
+        "slow_found_s": mean_or_none(found),
         "slowdown": max(1.0, slowdown) if slowdown is not None else None,
         "ckpt_cost_s": max(0.0, float(bad.get("other", 0.0))) / ckpts,
     }
@@ -178,7 +178,7 @@ def sim_config(result: dict[str, Any], schedule: Schedule, ckpt_every: int, tria
 
 def lab_shape(schedule: Schedule, cfg: SimConfig) -> FleetShape:
     """The lab as the simulator sees it: one domain of GPU slots, each slot its own unit."""
-    slots = schedule.gpus + cfg.spare_domains if cfg.spare_domains is not None else 0
+    slots = schedule.gpus + (cfg.spare_domains or 0)
     return FleetShape(name="lab", domains=1, trays_per_domain=slots, gpus_per_tray=1,
                       template="lab GPU slots")
 

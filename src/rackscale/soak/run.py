@@ -96,7 +96,8 @@ class Soak:
         self.job_dir = s.out / "job"
         self.st = lab.require_up(s.lab_dir, "job soak")
         self.plan = self.st.plan
-        self.topo = Topology.build(load_fleet(str(self.st.data["fleet_file"])))
+        self.fleet_file = str(self.st.data["fleet_file"])
+        self.topo = Topology.build(load_fleet(self.fleet_file))
         self.fleet: SoakFleet | None = None
         self.present: dict[int, dict[str, Any]] = {}  # schedule index -> lab fault (as stored)
         self.done: list[dict[str, Any]] = []  # every injected fault, as logged
@@ -123,8 +124,8 @@ class Soak:
             # demands; the job's store is the fleet's, so the job reads the racks' cooling
             # response from it (cli/job.py).
             t0 = time.time()
-            self.fleet = SoakFleet(lab_dir=s.lab_dir, out=s.out, db=s.db, topo=self.topo,
-                                   log=log.write)
+            self.fleet = SoakFleet(lab_dir=s.lab_dir, fleet_file=self.fleet_file, out=s.out,
+                                   db=s.db, topo=self.topo, log=log.write)
             self.fleet.bring_up()
             log.write("fleet_up", took_s=round(time.time() - t0, 3))
             load0 = os.getloadavg()

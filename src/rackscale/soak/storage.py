@@ -16,7 +16,6 @@ measured cost per checkpoint, and so are both durable times.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from rackscale.checkpoint import TiersConfig, load_config
 from rackscale.errors import UserError
 from rackscale.recovery import job_tiers
 from rackscale.simulate import SimulateError, StorageTimes, storage_whatif
-from rackscale.soak.predict import lab_shape, measured_costs, sim_config
+from rackscale.soak.predict import lab_shape, mean_or_none, measured_costs, sim_config
 from rackscale.soak.schedule import Schedule
 
 TRIALS = 2000
@@ -57,10 +56,6 @@ def _recovered(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in result.get("faults", []) if r.get("recovered")]
 
 
-def _mean(xs: list[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
-
-
 def measured_side(result: dict[str, Any]) -> dict[str, Any]:
     """One soak's storage figures (module doc), all measured."""
     rows = _recovered(result)
@@ -70,8 +65,8 @@ def measured_side(result: dict[str, Any]) -> dict[str, Any]:
     return {
         "storage": result.get("storage"),
         "restarts": len(rows),
-        "restore_s_per_restart": _mean([float(r["badput_s"]["restore"]) for r in rows]),
-        "restart_s_without_restore": _mean([sum(float(r["badput_s"][k]) for k in (
+        "restore_s_per_restart": mean_or_none([float(r["badput_s"]["restore"]) for r in rows]),
+        "restart_s_without_restore": mean_or_none([sum(float(r["badput_s"][k]) for k in (
             "stop", "localization", "restart")) for r in rows]),
         "lost_work_gpu_s": lost_work * gpus,
         "lost_gpu_s": (1 - float(e["value"])) * window * gpus,
@@ -136,7 +131,7 @@ def simulated_side(on: dict[str, Any], off: dict[str, Any], schedule: Schedule, 
     """What `simulate storage-whatif` predicts for cache off vs on, for this soak's job."""
     every = on["job"].get("ckpt_every") or DEFAULT_CKPT_EVERY
     cfg, inputs = sim_config(on, schedule, every, trials, seed)
-    u0 = _mean([x for x in (measured_side(r)["restart_s_without_restore"] for r in (on, off))
+    u0 = mean_or_none([x for x in (measured_side(r)["restart_s_without_restore"] for r in (on, off))
                 if x is not None]) or 0.0
     base = cfg.model_copy(update={"restart_min": u0 / 60})
     st = storage_times(on, off, float(measured_costs(on, every)["ckpt_cost_s"] or 0.0))
