@@ -3,7 +3,6 @@ duplicating or losing a transition (checked on the event log)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -41,7 +40,7 @@ def test_kill9_mid_power_sequence_resumes_exactly_once(tmp_path: Path) -> None:
                             stderr=subprocess.PIPE)
 
     def mid_sequence() -> str | None:
-        power = json.loads(plant_path.read_text())["power"]
+        power = SimPlant.load(plant_path).power
         with store.session() as s:
             states = {c: st for c, st in s.execute(
                 select(LifecycleRow.component_id, LifecycleRow.state)
@@ -79,5 +78,5 @@ def test_kill9_mid_power_sequence_resumes_exactly_once(tmp_path: Path) -> None:
         assert seen[rid] == expected_rack, f"{rid}: {seen[rid]}"
         for t in trays:
             assert seen[t] == expected_tray, f"{t}: {seen[t]}"
-    power = json.loads(plant_path.read_text())["power"]
+    power = SimPlant.load(plant_path).power
     assert all(power.values()), "some shelf or tray left off after resuming"

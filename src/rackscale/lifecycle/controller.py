@@ -6,20 +6,17 @@ under the region budget, only with verified flow) -> valve -> caps -> onboarding
 escalation -> Slurm. It is
 level-triggered and idempotent: a pass with nothing changed sends no command and writes
 nothing, and a pass after a crash re-derives what is left from what the hardware reports, so a
-transition is neither lost nor written twice (the state repository's compare-and-set guards
-that too).
-Writes for one rack commit together, after its commands.
+transition is neither lost nor written twice (the compare-and-set of `Writes` guards that
+too). The pass reads the fleet in a fixed number of queries and its writes commit together,
+once, after its commands (`writes.py`): its cost is linear in the fleet. A crash mid-pass loses
+only that pass's writes, which the next pass re-derives from the hardware.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from typing import Any, cast
-
-from sqlalchemy import update
-from sqlalchemy.orm import Session
 
 from rackscale.errors import UserError
 from rackscale.fleet import Topology
@@ -37,8 +34,8 @@ from rackscale.lifecycle.interlocks import (
     InterlockRefused,
     flow_ok,
 )
-from rackscale.lifecycle.passes import Pass, PassReport, RackPass, Row, Tx
-from rackscale.lifecycle.repository import INTERLOCK, SLURM, LifecycleRow, StaleState
+from rackscale.lifecycle.passes import Pass, PassReport, RackPass
+from rackscale.lifecycle.repository import INTERLOCK, SLURM, Row, StaleState, read_rows
 from rackscale.lifecycle.safety import SafetyResponses
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
 from rackscale.lifecycle.states import (
@@ -54,6 +51,8 @@ from rackscale.lifecycle.states import (
 from rackscale.lifecycle.states import (
     RACK as RACK_MACHINE,
 )
+from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
+from rackscale.lifecycle.writes import Writes
 from rackscale.state import FleetState
 from rackscale.store import LifecycleInterlockV1, Store
 
@@ -94,6 +93,7 @@ class Controller(SafetyResponses):
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> PassReport:
+        t0 = time.perf_counter()
         ps = self._read_pass(self.clock())
         for rid in self.targets:
             row = ps.rows.get(rid)
@@ -102,48 +102,48 @@ class Controller(SafetyResponses):
                 continue  # not enrolled / no CDU telemetry: nothing is commanded blind
             shelves, trays = self.targets[rid]
             try:
-                with ExitStack() as stack:
-                    self._rack(RackPass(ps, rid, row, shelves, trays, reading,
-                                         Tx(self.store, stack)))
+                with ps.w.for_unit(rid):
+                    self._rack(RackPass(ps, rid, row, shelves, trays, reading))
             except (DriverError, StaleState) as err:
-                # StaleState: an operator (`lifecycle advance/drain`) moved a row of this rack
-                # after this pass read it; the rack's writes roll back and the next pass
-                # starts from the new state instead of the whole controller stopping.
+                # A driver that fails for one rack must not stop the fleet: its queued writes
+                # are dropped (the commands it sent stay sent) and the next pass retries it.
                 ps.rep.errors[rid] = str(err)
         if self.slurm is not None:
             try:
-                self._slurm(self.slurm, ps.rows, ps.rep)
+                with ps.w.for_unit("slurm"):
+                    self._slurm(self.slurm, ps)
             except SlurmError as err:  # slurmctld down: the racks go on, Slurm next pass
                 ps.rep.errors["slurm"] = str(err)
+        # StaleState: an operator (`lifecycle advance/drain`) moved a row of a rack after this
+        # pass read it; that rack's writes roll back and the next pass starts from the new
+        # state instead of the whole controller stopping.
+        written, dropped = ps.w.commit()
+        ps.rep.errors.update(dropped)
+        ps.rep.transitions = len(written)
+        ps.rep.seconds = time.perf_counter() - t0
         return ps.rep
 
     def _read_pass(self, now: float) -> Pass:
         """Every lifecycle row, power target, CDU and cap, read once for the pass."""
         self.state.refresh(self.store)
-        # Raw driver rows fetched in one go: at ~34k rows per pass the ORM's per-row cost
-        # would dominate. Bad-tray counts and leak holds are tallied here, once.
-        with self.store.engine.connect() as conn:
-            cur = conn.connection.cursor()  # the DBAPI cursor: plain tuples, no Row objects
-            cur.execute("SELECT component_id, state, goal, fault_since, fault_tier, rack "
-                        "FROM lifecycle_state")
-            raw = cur.fetchall()
-            cur.close()
-        rows: dict[str, Row] = {}
+        rows = read_rows(self.store)
+        # Bad-tray counts and leak holds are tallied here, once.
         bad: dict[str, int] = {}
         held: set[str] = set()
         repair: set[str] = set()
-        for cid, state, goal, since, tier, rack in raw:
-            rows[cid] = Row(state, goal, since, tier)
-            if cid != rack:
-                if state in BAD_TRAY_STATES:
-                    bad[rack] = bad.get(rack, 0) + 1
-                if tier >= CoolantTier.OFF:
+        for cid, row in rows.items():
+            if cid != row.rack:
+                if row.state in BAD_TRAY_STATES:
+                    bad[row.rack] = bad.get(row.rack, 0) + 1
+                if row.tier >= CoolantTier.OFF:
                     held.add(cid)
-                if state in _HELD_STATES:
+                if row.state in _HELD_STATES:
                     repair.add(cid)
         obs = self.power.observe()
         ps = Pass(now=now, rows=rows, obs=obs, caps=self.power.caps(),
-                   readings=self.cooling.read(), bad=bad, held=held, repair=repair)
+                  readings=self.cooling.read(), w=Writes(self.store, self.state,
+                                                         actor=self.actor),
+                  bad=bad, held=held, repair=repair)
         # Budget admission reserves a rack's whole nameplate when its first shelf goes on, so
         # racks never split the budget between them and stall half-powered.
         for rid, (shelves, _) in self.targets.items():
@@ -237,7 +237,7 @@ class Controller(SafetyResponses):
 
     def _power_up(self, r: RackPass) -> None:
         """Shelves one at a time under the flow interlock and the region budget, then trays."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        ps, rid, row, reading = r.ps, r.rid, r.row, r.reading
         shelves, trays, obs, load, now, rep = r.shelves, r.trays, ps.obs, ps.load, ps.now, ps.rep
         rack = self.racks[rid]
         off = [t for t in shelves if not obs.get(t)]
@@ -279,7 +279,7 @@ class Controller(SafetyResponses):
                 obs[tray] = True
                 rep.commands += 1
         if row.state == R.COOLING_VERIFIED:
-            self._move(tx(), rid, row, R.POWERED,
+            self._move(rid, row, R.POWERED,
                        f"power sequence complete: {len(shelves)} shelves brought up one at a "
                        f"time with flow {reading.flow_lpm:.0f} L/min verified", ps,
                        shelves=len(shelves))
@@ -295,12 +295,12 @@ class Controller(SafetyResponses):
 
     def _walk(self, r: RackPass) -> None:
         """One step along the onboarding path towards the rack's goal."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        ps, rid, row, reading = r.ps, r.rid, r.row, r.reading
         rows, trays, obs = ps.rows, r.trays, ps.obs
         rack = self.racks[rid]
         st = row.state
         if st == R.RECEIVED:
-            self._move(tx(), rid, row, R.CABLED, "onboarding: power, coolant and network "
+            self._move(rid, row, R.CABLED, "onboarding: power, coolant and network "
                        "cabled (simulated check)", ps)
         elif st == R.CABLED:
             why = flow_ok(reading, rack.required_flow_lpm, self.policy.max_inlet_c)
@@ -308,7 +308,7 @@ class Controller(SafetyResponses):
                 self._hold(r, "cooling_verify", f"cooling not verified: {why}")
                 return
             self._holds.pop(rid, None)
-            self._move(tx(), rid, row, R.COOLING_VERIFIED,
+            self._move(rid, row, R.COOLING_VERIFIED,
                        f"coolant flow {reading.flow_lpm:.0f} L/min >= required "
                        f"{rack.required_flow_lpm:.0f} L/min ({rack.power_kw:.0f} kW)", ps,
                        flow_lpm=reading.flow_lpm, required_lpm=round(rack.required_flow_lpm, 1))
@@ -316,26 +316,24 @@ class Controller(SafetyResponses):
             for tray in trays:
                 trow = rows.get(tray)
                 if trow is not None and trow.state == T.ONBOARD and obs.get(tray):
-                    self._move(tx(), tray, trow, T.SEATRIAL, "powered: BMC reachable", ps)
-            self._move(tx(), rid, row, R.FIRMWARE, "firmware, switch OS and NVLink "
+                    self._move(tray, trow, T.SEATRIAL, "powered: BMC reachable", ps)
+            self._move(rid, row, R.FIRMWARE, "firmware, switch OS and NVLink "
                        "configuration applied (simulated Zap)", ps)
         elif st == R.FIRMWARE:
             for tray in trays:
                 trow = rows.get(tray)
                 if trow is not None and trow.state == T.SEATRIAL:
-                    self._move(tx(), tray, trow, T.BURN_IN, "rack firmware applied", ps)
-            self._move(tx(), rid, row, R.BURN_IN, "burn-in started; waiting for certification",
+                    self._move(tray, trow, T.BURN_IN, "rack firmware applied", ps)
+            self._move(rid, row, R.BURN_IN, "burn-in started; waiting for certification",
                        ps)
         elif st == R.BURN_IN:
-            s = tx()
-            lrow = repository.get_row(s, rid)
-            if repository.passing_evidence(self.store, s, lrow, self.state) is not None:
-                self._move(s, rid, row, R.CERTIFIED, "passing certification on record", ps)
+            gate = ps.w.gate(rid, RACK_MACHINE)
+            if gate.open:
+                self._move(rid, row, R.CERTIFIED, "passing certification on record", ps)
             else:
-                ps.rep.waiting[rid] = "burn_in: " + repository.why_not_serving(
-                    self.store, s, lrow, self.state)
+                ps.rep.waiting[rid] = "burn_in: " + gate.why
         elif st == R.CERTIFIED:
-            self._try_production(tx(), rid, row, ps, "goal production")
+            self._try_production(rid, row, ps, "goal production")
 
     def _promote_trays(self, r: RackPass) -> None:
         """Trays in burn_in of a serving rack join production once a passing certification
@@ -344,50 +342,44 @@ class Controller(SafetyResponses):
             trow = r.ps.rows.get(tray)
             if trow is None or trow.state != T.BURN_IN:
                 continue
-            s = r.tx()
-            lrow = repository.get_row(s, tray)
-            if repository.passing_evidence(self.store, s, lrow, self.state) is not None:
-                self._move(s, tray, trow, T.PRODUCTION, "passing certification on record",
-                           r.ps)
+            if r.ps.w.gate(tray, TRAY_MACHINE).open:
+                self._move(tray, trow, T.PRODUCTION, "passing certification on record", r.ps)
 
     def _escalate(self, r: RackPass) -> None:
         """The rack template's rule: too many bad trays cordon the rack, some degrade it."""
-        ps, rid, row, tx = r.ps, r.rid, r.row, r.tx
+        ps, rid, row = r.ps, r.rid, r.row
         template = self.racks[rid].template
         if not template.cordon_on_bad_trays:
             return
         bad, limit = ps.bad.get(rid, 0), template.max_bad_trays
         if bad > limit and row.state in (R.PRODUCTION, R.DEGRADED):
-            self._move(tx(), rid, row, R.DRAINING,
+            self._move(rid, row, R.DRAINING,
                        f"{bad} trays bad (> {limit}): NVL72 rack cordoned", ps, bad_trays=bad)
         elif 0 < bad <= limit and row.state == R.PRODUCTION:
-            self._move(tx(), rid, row, R.DEGRADED,
+            self._move(rid, row, R.DEGRADED,
                        f"{bad} tray(s) out (<= {limit} tolerated)", ps)
 
-    def _try_production(self, s: Session, rid: str, row: Row, ps: Pass, why: str) -> None:
-        lrow = repository.get_row(s, rid)
-        if repository.passing_evidence(self.store, s, lrow, self.state) is None:
-            ps.rep.waiting[rid] = "production: " + repository.why_not_serving(
-                self.store, s, lrow, self.state)
+    def _try_production(self, rid: str, row: Row, ps: Pass, why: str) -> None:
+        gate = ps.w.gate(rid, RACK_MACHINE)
+        if not gate.open:
+            ps.rep.waiting[rid] = "production: " + gate.why
             return
-        self._move(s, rid, row, R.PRODUCTION, why, ps)
+        self._move(rid, row, R.PRODUCTION, why, ps)
 
-    # ------------------------------------------------------------------ writes
-    def _move(self, s: Session, cid: str, row: Row, to: str, reason: str, ps: Pass,
-              **extra: Any) -> None:
-        repository.transition(self.store, cid, to, actor=self.actor, reason=reason, session=s,
-                              expect=row.state, extra=extra or None, state=self.state)
-        if cid in self._nodes:  # a tray: keep its rack's bad-tray count current
+    # ------------------------------------------------------------------ writes (queued)
+    def _move(self, cid: str, row: Row, to: str, reason: str, ps: Pass, **extra: Any) -> None:
+        tray = cid in self._nodes
+        ps.w.move(cid, TRAY_MACHINE if tray else RACK_MACHINE, row.state, to, reason=reason,
+                  extra=extra or None)
+        if tray:  # keep its rack's bad-tray count current
             rack = cast(str, self.topo.holder(cid).rack)  # a tray always sits in a rack
             delta = (to in BAD_TRAY_STATES) - (row.state in BAD_TRAY_STATES)
             ps.bad[rack] = ps.bad.get(rack, 0) + delta
         row.state = str(to)
         ps.rep.transitions += 1
 
-    def _fault(self, s: Session, cid: str, row: Row, since: float | None, tier: int,
-               ps: Pass) -> None:
-        s.execute(update(LifecycleRow).where(LifecycleRow.component_id == cid)
-                  .values(fault_since=since, fault_tier=int(tier)))
+    def _fault(self, cid: str, row: Row, since: float | None, tier: int, ps: Pass) -> None:
+        ps.w.fault(cid, since, tier)
         row.since, row.tier = since, int(tier)
         if int(tier) >= CoolantTier.OFF and cid in self._nodes:
             ps.held.add(cid)
@@ -405,19 +397,19 @@ class Controller(SafetyResponses):
         if last and last[0].kind == INTERLOCK and \
                 last[0].read(LifecycleInterlockV1).rule == rule:
             return
-        self._interlock(r.tx(), rid, rule, "hold", why, r.ps,
+        self._interlock(rid, rule, "hold", why, r.ps,
                         flow_lpm=round(reading.flow_lpm, 1),
                         required_lpm=round(self.racks[rid].required_flow_lpm, 1))
 
-    def _interlock(self, s: Session, cid: str, rule: str, action: str, reason: str,
-                   ps: Pass, **extra: Any) -> None:
+    def _interlock(self, cid: str, rule: str, action: str, reason: str, ps: Pass,
+                   **extra: Any) -> None:
         payload = {"rule": rule, "action": action, "at": self.clock(), **extra}
-        self.store.append_event(cid, INTERLOCK, payload, actor=self.actor, reason=reason,
-                                session=s)
+        ps.w.event(cid, INTERLOCK, payload, reason=reason)
         ps.rep.interlocks += 1
 
     # ------------------------------------------------------------------ slurm
-    def _slurm(self, slurm: SlurmControl, rows: dict[str, Row], rep: PassReport) -> None:
+    def _slurm(self, slurm: SlurmControl, ps: Pass) -> None:
+        rows, rep = ps.rows, ps.rep
         known = slurm.nodes()
         drains: dict[str, list[tuple[str, str]]] = {}
         resumes: list[tuple[str, str]] = []
@@ -439,19 +431,14 @@ class Controller(SafetyResponses):
                     why = (f"tray {trow.state}" if trow.state != T.PRODUCTION
                            else f"rack {rrow.state}")
                     drains.setdefault(REASON_PREFIX + why, []).append((name, tray))
-        if not drains and not resumes:
-            return
-        with self.store.session() as s:
-            for reason, nodes in drains.items():
-                slurm.drain([n for n, _ in nodes], reason)
-                for n, tray in nodes:
-                    self.store.append_event(tray, SLURM, {"action": "drain", "node": n},
-                                            actor=self.actor, reason=reason, session=s)
-                rep.slurm += len(nodes)
-            if resumes:
-                slurm.resume([n for n, _ in resumes])
-                for n, tray in resumes:
-                    self.store.append_event(tray, SLURM, {"action": "resume", "node": n},
-                                            actor=self.actor, reason="back in production",
-                                            session=s)
-                rep.slurm += len(resumes)
+        for reason, nodes in drains.items():
+            slurm.drain([n for n, _ in nodes], reason)
+            for n, tray in nodes:
+                ps.w.event(tray, SLURM, {"action": "drain", "node": n}, reason=reason)
+            rep.slurm += len(nodes)
+        if resumes:
+            slurm.resume([n for n, _ in resumes])
+            for n, tray in resumes:
+                ps.w.event(tray, SLURM, {"action": "resume", "node": n},
+                           reason="back in production")
+            rep.slurm += len(resumes)

@@ -9,8 +9,9 @@ simulates a CDU per rack. The protocol is deliberately narrow (a `read()` of `Cd
 injected) plugs in without touching the controller; readings are typed by the `CduTelemetry`
 Protocol, so that room need not import this one.
 
-The simulated plant can persist to a JSON file, so the hardware "remembers" what was switched
-on across controller restarts (the kill -9 test relies on it, as a real rack would).
+The simulated plant can persist to a JSON file (a snapshot) and a journal of the commands since
+(one line each), so the hardware "remembers" what was switched on across controller restarts
+(the kill -9 test relies on it, as a real rack would); `SimPlant.load` reads both.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class SimPlant:
     log: list[Command] = field(default_factory=list)
     # Simulated hardware latency of one power-on, real seconds (0 = instant).
     power_on_latency_s: float = 0.0
+    journaled: int = 0  # commands in the journal since the last snapshot
 
     @classmethod
     def for_topology(cls, topo: Topology, *, path: str | Path | None = None,
@@ -157,6 +159,7 @@ class SimPlant:
                         critical=set(d["critical"]), nominal_flow=d["nominal_flow"],
                         path=path, clock=clock,
                         power_on_latency_s=float(d.get("power_on_latency_s", 0.0)))
+            plant._replay(_journal(path))
             if not all(isinstance(x, dict) for x in (plant.power, plant.caps, plant.flow_lpm,
                                                     plant.inlet_c, plant.valve_open,
                                                     plant.nominal_flow)):
@@ -180,8 +183,49 @@ class SimPlant:
             "power_on_latency_s": self.power_on_latency_s,
         }
         # A kill -9 or power loss leaves the old or the new plant, and two processes saving
-        # at once never share a temp file.
+        # at once never share a temp file. The snapshot holds every command so far: the
+        # journal restarts empty (a crash between the two replays commands the snapshot
+        # already holds, which sets the same values again).
         write_atomic(self.path, json.dumps(d))
+        _journal(self.path).write_text("")
+        self.journaled = 0
+
+    def record(self, op: str, key: str, value: bool | float | None) -> None:
+        """Persist one command as a line of the plant's journal: O(1), where rewriting the
+        whole plant after each command made a fleet's onboarding cost grow with the square of
+        its size. The snapshot is rewritten once the journal outgrows the plant."""
+        if self.path is None:
+            return
+        with _journal(self.path).open("a", encoding="utf-8") as f:
+            f.write(json.dumps([op, key, value]) + "\n")
+        self.journaled += 1
+        if self.journaled > max(256, len(self.power)):
+            self.save()
+
+    def _replay(self, journal: Path) -> None:
+        """Apply the journal's commands in order. A torn last line (a crash mid-write) is a
+        command the hardware never got; a damaged line before it is a damaged plant."""
+        if not journal.exists():
+            return
+        lines = journal.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            try:
+                op, key, value = json.loads(line)
+            except ValueError:
+                if i == len(lines) - 1:
+                    return
+                raise ValueError(f"journal {journal} line {i + 1} is damaged") from None
+            if op == "power":
+                self.power[key] = bool(value)
+            elif op == "cap":
+                if value is None:
+                    self.caps.pop(key, None)
+                else:
+                    self.caps[key] = float(value)
+            elif op == "valve":
+                self.valve_open[key] = bool(value)
+            else:
+                raise ValueError(f"journal {journal} line {i + 1}: unknown command {op!r}")
 
     def rack_known(self, rack: str) -> None:
         if rack not in self.nominal_flow:
@@ -209,6 +253,11 @@ class SimPlant:
         self.save()
 
 
+def _journal(path: Path) -> Path:
+    """The plant's command journal, beside its snapshot."""
+    return path.with_name(path.name + ".journal")
+
+
 class SimPowerDriver:
     """PowerDriver over a SimPlant. Power-on of an unknown target is an error, as on a BMC."""
 
@@ -225,7 +274,7 @@ class SimPowerDriver:
             time.sleep(self.plant.power_on_latency_s)  # models the shelf's ramp, not a sync
         self.plant.power[target] = on
         self.plant.log.append(Command(self.plant.clock(), target, "on" if on else "off"))
-        self.plant.save()
+        self.plant.record("power", target, on)
 
     def caps(self) -> dict[str, float]:
         return self.plant.caps
@@ -238,7 +287,7 @@ class SimPowerDriver:
             self.plant.caps[rack] = fraction
         self.plant.log.append(Command(self.plant.clock(), rack,
                                       "uncap" if fraction is None else "cap"))
-        self.plant.save()
+        self.plant.record("cap", rack, fraction)
 
 
 class SimCoolingDriver:
@@ -265,4 +314,4 @@ class SimCoolingDriver:
         self.plant.valve_open[rack] = open_
         self.plant.log.append(Command(self.plant.clock(), rack,
                                       "valve_open" if open_ else "valve_close"))
-        self.plant.save()
+        self.plant.record("valve", rack, open_)

@@ -1,23 +1,22 @@
 """One reconcile pass: what it read (`Pass`, `RackPass`, `Row`), what it did (`PassReport`),
-and the per-rack transaction it writes in (`Tx`)."""
+and the batch its writes go into (`Writes`, committed once at the end of the pass)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from rackscale.lifecycle.drivers import CduTelemetry
-from rackscale.store import Store
+from rackscale.lifecycle.repository import Row
+from rackscale.lifecycle.writes import Writes
 
 
 @dataclass(slots=True)
 class PassReport:
     commands: int = 0
     transitions: int = 0
+    seconds: float = 0.0  # wall time of the pass, measured
     interlocks: int = 0
     slurm: int = 0
     waiting: dict[str, str] = field(default_factory=dict)
@@ -31,31 +30,10 @@ class PassReport:
         return bool(self.commands or self.transitions or self.interlocks or self.slurm)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"commands": self.commands, "transitions": self.transitions,
+        return {"seconds": round(self.seconds, 3), "commands": self.commands,
+                "transitions": self.transitions,
                 "interlocks": self.interlocks, "slurm": self.slurm, "waiting": self.waiting,
                 "errors": self.errors}
-
-
-class Tx:
-    """Opens the rack's transaction on first write, so a quiet rack costs no transaction."""
-
-    def __init__(self, store: Store, stack: ExitStack) -> None:
-        self.store = store
-        self.stack = stack
-        self.s: Session | None = None
-
-    def __call__(self) -> Session:
-        if self.s is None:
-            self.s = self.stack.enter_context(self.store.session())
-        return self.s
-
-
-@dataclass(slots=True)
-class Row:
-    state: str
-    goal: str | None
-    since: float | None
-    tier: int
 
 
 @dataclass(slots=True)
@@ -68,6 +46,7 @@ class Pass:
     obs: dict[str, bool]  # power state of every target, updated as commands go out
     caps: dict[str, float]
     readings: Mapping[str, CduTelemetry]
+    w: Writes
     load: dict[str, float] = field(default_factory=dict)  # region -> kW reserved
     rep: PassReport = field(default_factory=PassReport)
     bad: dict[str, int] = field(default_factory=dict)  # rack -> trays in a bad state
@@ -85,4 +64,3 @@ class RackPass:
     shelves: list[str]
     trays: list[str]
     reading: CduTelemetry
-    tx: Tx

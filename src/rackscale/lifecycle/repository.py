@@ -27,7 +27,7 @@ from rackscale.lifecycle.states import (
     TrayState,
     check,
 )
-from rackscale.state import FleetState
+from rackscale.state import FleetState, Gate
 from rackscale.store import (
     Base,
     Event,
@@ -128,6 +128,32 @@ def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
     return len(new)
 
 
+@dataclass(slots=True)
+class Row:
+    """A lifecycle row as a pass reads it (plain values, no ORM object), kept current as the
+    pass queues moves."""
+
+    state: str
+    goal: str | None
+    since: float | None
+    tier: int
+    machine: str = RACK
+    rack: str = ""
+
+
+def read_rows(store: Store) -> dict[str, Row]:
+    """Every lifecycle row in one SELECT. Raw DBAPI rows: at ~34k rows a pass the ORM's
+    per-row cost would dominate."""
+    with store.engine.connect() as conn:
+        cur = conn.connection.cursor()  # the DBAPI cursor: plain tuples, no Row objects
+        cur.execute("SELECT component_id, state, goal, fault_since, fault_tier, machine, rack "
+                    "FROM lifecycle_state")
+        raw = cur.fetchall()
+        cur.close()
+    return {cid: Row(state, goal, since, tier, machine, rack)
+            for cid, state, goal, since, tier, machine, rack in raw}
+
+
 def get_row(s: Session, cid: str) -> LifecycleRow:
     row = s.get(LifecycleRow, cid)
     if row is None:
@@ -152,12 +178,18 @@ def state_of(store: Store, cid: str) -> LifecycleRow:
         return get_row(s, cid)
 
 
+def repair_states(machine: str) -> frozenset[RackState] | frozenset[TrayState]:
+    """The states whose last entry makes a part's older certification evidence stale."""
+    return RACK_REPAIR_STATES if machine == RACK else TRAY_REPAIR_STATES
+
+
 def last_repair_seq(store: Store, s: Session, row: LifecycleRow) -> int:
-    """Seq of the component's last move into a repair state. Enrollment (the first row, `from`
-    None) is not a repair: hardware certified before the lifecycle knew it keeps that
-    evidence, so `certify run` then `lifecycle run` promotes instead of waiting forever."""
-    states = RACK_REPAIR_STATES if row.machine == RACK else TRAY_REPAIR_STATES
-    repair = {st.value for st in states}
+    """Seq of the component's last move into a repair state, read from the log inside `s`
+    (an operator's one move; a pass reads it from the fleet state, `FleetState.entered`).
+    Enrollment (the first row, `from` None) is not a repair: hardware certified before the
+    lifecycle knew it keeps that evidence, so `certify run` then `lifecycle run` promotes
+    instead of waiting forever."""
+    repair = {st.value for st in repair_states(row.machine)}
     for ev in store.events(component_id=row.component_id, kind=TRANSITION, newest_first=True,
                            session=s):
         moved = ev.read(LifecycleTransitionV1)
@@ -211,20 +243,11 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
     if expect is not None and src != expect:
         raise _stale(cid, src, expect)
     check(row.machine, cid, src, to)
-    payload: dict[str, Any] = {"from": src, "to": to}
+    gate = None
     if to in EVIDENCE_GATED:
         state = state if state is not None else fleet_state(store)
         gate = state.gate(cid, floor=last_repair_seq(store, s, row))
-        if gate.evidence_seq is None:
-            raise EvidenceMissing(
-                f"{row.machine} {cid} cannot become {to}: {gate.why}. It needs a passing "
-                "certification newer than its last repair/triage, and no newer failing one; "
-                "certify it with `rackscale certify run` (it records certify.result events in "
-                "this --db)"
-            )
-        payload["evidence_seq"] = gate.evidence_seq
-    if extra:
-        payload.update(extra)
+    payload = gated_payload(row.machine, cid, src, to, gate, extra)
     seq = store.append_event(cid, TRANSITION, payload, actor=actor, reason=reason, session=s)
     res = s.execute(update(LifecycleRow)
                     .where(LifecycleRow.component_id == cid, LifecycleRow.state == src)
@@ -233,6 +256,26 @@ def transition(store: Store, cid: str, to: str, *, actor: str, reason: str,
         raise _stale(cid, "changed concurrently", src)
     s.expire(row)
     return Transition(cid, row.machine, src, to, seq)
+
+
+def gated_payload(machine: str, cid: str, src: str, to: str, gate: Gate | None,
+                  extra: dict[str, Any] | None) -> dict[str, Any]:
+    """A transition event's payload; a move into certified or production carries the evidence
+    its gate found, and without one is refused (the one wording of that refusal)."""
+    payload: dict[str, Any] = {"from": src, "to": to}
+    if to in EVIDENCE_GATED:
+        if gate is None or gate.evidence_seq is None:
+            why = gate.why if gate is not None else "no certification was consulted"
+            raise EvidenceMissing(
+                f"{machine} {cid} cannot become {to}: {why}. It needs a passing "
+                "certification newer than its last repair/triage, and no newer failing one; "
+                "certify it with `rackscale certify run` (it records certify.result events in "
+                "this --db)"
+            )
+        payload["evidence_seq"] = gate.evidence_seq
+    if extra:
+        payload.update(extra)
+    return payload
 
 
 class StaleState(UserError):

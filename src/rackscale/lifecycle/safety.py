@@ -47,10 +47,10 @@ class SafetyResponses:
     policy: FaultPolicy
     racks: dict[str, Rack]
 
-    # The controller's writes and power switching, which these responses use (signatures in
-    # controller.py: `_all_off(r)`, `_move(s, cid, row, to, reason, ps, **extra)`,
-    # `_fault(s, cid, row, since, tier, ps)`, `_interlock(s, cid, rule, action, reason, ps,
-    # **extra)`, `_try_production(s, rid, row, ps, why)`).
+    # The controller's writes (queued in the pass's batch) and power switching, which these
+    # responses use (signatures in controller.py: `_all_off(r)`, `_move(cid, row, to, reason,
+    # ps, **extra)`, `_fault(cid, row, since, tier, ps)`, `_interlock(cid, rule, action,
+    # reason, ps, **extra)`, `_try_production(rid, row, ps, why)`).
     _all_off: Callable[[RackPass], None]
     _move: Callable[..., None]
     _fault: Callable[..., None]
@@ -60,7 +60,7 @@ class SafetyResponses:
     def _leak(self, r: RackPass) -> bool:
         """Leak interlocks: a critical or severe leak isolates the rack (True: nothing else
         runs for it this pass); 1-2 leaking trays are shut down; dry trays are released."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        ps, rid, row, reading = r.ps, r.rid, r.row, r.reading
         rows, obs, now, rep = ps.rows, ps.obs, ps.now, ps.rep
         shelves, trays = r.shelves, r.trays
         any_on = any(obs.get(t) for t in (*shelves, *trays))
@@ -76,11 +76,11 @@ class SafetyResponses:
                 why = ("critical leak: valve closed" if lt == LeakTier.CRITICAL else
                        f"{len(reading.leaking_trays)} trays leaking (> {SEVERE_LEAK_TRAYS}): "
                        "rack isolated")
-                self._interlock(tx(), rid, f"leak_{lt}", "isolate", why, ps,
+                self._interlock(rid, f"leak_{lt}", "isolate", why, ps,
                                 trays=sorted(reading.leaking_trays))
                 if legal and row.state != R.ISOLATED:
-                    self._move(tx(), rid, row, R.ISOLATED, why, ps)
-                self._fault(tx(), rid, row, row.since or now, CoolantTier.ISOLATE, ps)
+                    self._move(rid, row, R.ISOLATED, why, ps)
+                self._fault(rid, row, row.since or now, CoolantTier.ISOLATE, ps)
             return True
         if lt == LeakTier.GENERAL:
             for tray in sorted(reading.leaking_trays):
@@ -92,24 +92,24 @@ class SafetyResponses:
                     obs[tray] = False
                     rep.commands += 1
                 why = f"leak at tray {tray}: tray shut down (1-2 leaking trays)"
-                self._interlock(tx(), tray, "leak_general", "power_off_tray", why, ps)
+                self._interlock(tray, "leak_general", "power_off_tray", why, ps)
                 if T(trow.state) not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[
                         T(trow.state)]:
-                    self._move(tx(), tray, trow, T.TRIAGE, why, ps)
-                self._fault(tx(), tray, trow, now, CoolantTier.OFF, ps)
+                    self._move(tray, trow, T.TRIAGE, why, ps)
+                self._fault(tray, trow, now, CoolantTier.OFF, ps)
 
         # a tray held off by a leak is released once it is dry and out of triage
         for tray in ps.held.intersection(trays) if ps.held else ():
             trow = rows[tray]
             if (trow.tier >= CoolantTier.OFF and tray not in reading.leaking_trays
                     and trow.state not in BAD_TRAY_STATES):
-                self._fault(tx(), tray, trow, None, CoolantTier.NONE, ps)
+                self._fault(tray, trow, None, CoolantTier.NONE, ps)
         return False
 
     def _coolant(self, r: RackPass) -> None:
         """A coolant fault steps through the response tiers as each comes due; a cleared one
         lifts them."""
-        ps, rid, row, reading, tx = r.ps, r.rid, r.row, r.reading, r.tx
+        ps, rid, row, reading = r.ps, r.rid, r.row, r.reading
         now, pol = ps.now, self.policy
         need = self.racks[rid].required_flow_lpm
         fault = coolant_fault(reading, need, pol.max_inlet_c)
@@ -126,39 +126,38 @@ class SafetyResponses:
                 self._step(r, step, fault)
                 tier = step
             if tier != row.tier or row.since is None:
-                self._fault(tx(), rid, row, since, tier, ps)
+                self._fault(rid, row, since, tier, ps)
         elif not fault and row.tier > 0:
             cleared_from = row.tier
-            self._fault(tx(), rid, row, None, CoolantTier.NONE, ps)
-            self._interlock(tx(), rid, "coolant", "cleared", "coolant fault cleared", ps,
+            self._fault(rid, row, None, CoolantTier.NONE, ps)
+            self._interlock(rid, "coolant", "cleared", "coolant fault cleared", ps,
                             tier=int(cleared_from))
             if row.state in (R.DEGRADED, R.DRAINING) and cleared_from < CoolantTier.OFF:
-                self._try_production(tx(), rid, row, ps, "coolant fault cleared")
+                self._try_production(rid, row, ps, "coolant fault cleared")
 
     def _step(self, r: RackPass, step: CoolantTier, fault: str) -> None:
         """One step of the coolant-fault response, now due."""
         ps, rid, row, reading, rep = r.ps, r.rid, r.row, r.reading, r.ps.rep
-        s = r.tx()
         action = step.name.lower()
-        self._interlock(s, rid, "coolant", action, f"coolant fault ({fault}): {action}", ps,
+        self._interlock(rid, "coolant", action, f"coolant fault ({fault}): {action}", ps,
                         tier=int(step))
         if step == CoolantTier.CAP:
             self.power.set_cap(rid, self.policy.cap_fraction)
             rep.commands += 1
             if row.state == R.PRODUCTION:
-                self._move(s, rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", ps)
+                self._move(rid, row, R.DEGRADED, f"coolant fault ({fault}): power capped", ps)
         elif step == CoolantTier.DRAIN:
             if row.state in (R.PRODUCTION, R.DEGRADED):
-                self._move(s, rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", ps)
+                self._move(rid, row, R.DRAINING, f"coolant fault ({fault}): jobs drained", ps)
         elif step == CoolantTier.OFF:
             self._all_off(r)
             if R.MAINTENANCE in RACK_TRANSITIONS[R(row.state)] and row.state in POWERED_RACK_STATES:
-                self._move(s, rid, row, R.MAINTENANCE,
+                self._move(rid, row, R.MAINTENANCE,
                            f"coolant fault ({fault}): rack powered off", ps)
         elif step == CoolantTier.ISOLATE:
             if reading.valve_open:
                 self.cooling.set_valve(rid, False)
                 rep.commands += 1
             if R.ISOLATED in RACK_TRANSITIONS[R(row.state)]:
-                self._move(s, rid, row, R.ISOLATED,
+                self._move(rid, row, R.ISOLATED,
                            f"coolant fault ({fault}) unresolved: valve closed", ps)

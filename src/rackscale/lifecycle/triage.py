@@ -20,21 +20,23 @@ Both are idempotent: a second run changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
 from rackscale.fleet import DEFAULT_MAX_BAD_TRAYS, Topology
 from rackscale.lifecycle import repository
-from rackscale.lifecycle.repository import NOTED, LifecycleRow
+from rackscale.lifecycle.repository import NOTED, Row, repair_states
 from rackscale.lifecycle.states import (
     BAD_TRAY_STATES,
+    RACK,
     RACK_TRANSITIONS,
+    TRAY,
     TRAY_TRANSITIONS,
     RackState,
     TrayState,
 )
+from rackscale.lifecycle.writes import Writes
 from rackscale.state import FleetState
 from rackscale.store import CertifyFindingV1, Kind, Store
 
@@ -59,9 +61,9 @@ class TriageReport:
                 "promoted": self.promoted}
 
 
-def _cordon(store: Store, s: Any, rack: str, reason: str, actor: str,
+def _cordon(w: Writes, rows: dict[str, Row], rack: str, reason: str,
             finding_seq: int | None = None) -> bool:
-    row = repository.get_row(s, rack)
+    row = rows[rack]
     st = R(row.state)
     if st in SERVING:
         dst = R.DRAINING
@@ -72,21 +74,32 @@ def _cordon(store: Store, s: Any, rack: str, reason: str, actor: str,
     if dst not in RACK_TRANSITIONS[st]:
         return False
     extra = None if finding_seq is None else {"finding_seq": finding_seq}
-    repository.transition(store, rack, dst, actor=actor, reason=reason, session=s, extra=extra)
+    _move(w, rows, rack, dst, reason, extra)
     return True
 
 
-def _bad_trays(s: Any, rack: str) -> int:
-    q = select(LifecycleRow.state).where(LifecycleRow.rack == rack,
-                                         LifecycleRow.machine == "tray")
-    return sum(1 for st in s.scalars(q) if st in BAD_TRAY_STATES)
+def _move(w: Writes, rows: dict[str, Row], cid: str, to: str, reason: str,
+          extra: dict[str, Any] | None = None) -> None:
+    """Queue the move and keep the in-memory row (and so the bad-tray counts) current."""
+    row = rows[cid]
+    w.move(cid, row.machine, row.state, to, reason=reason, extra=extra)
+    row.state = str(to)
 
 
-def _note_findings(store: Store, topo: Topology, s: Any, start: int, actor: str,
+def _bad_trays(rows: dict[str, Row]) -> dict[str, int]:
+    """Rack -> its trays in a bad state, counted over the rows once."""
+    bad: dict[str, int] = {}
+    for row in rows.values():
+        if row.machine == TRAY and row.state in BAD_TRAY_STATES:
+            bad[row.rack] = bad.get(row.rack, 0) + 1
+    return bad
+
+
+def _note_findings(store: Store, topo: Topology, w: Writes, start: int,
                    rep: TriageReport) -> int:
     """One `lifecycle.noted` event per new finding that moves nothing; returns the newest
     finding's seq (the cursor)."""
-    events = store.events(kind=Kind.CERTIFY_FINDING, after_seq=start, session=s)
+    events = store.events(kind=Kind.CERTIFY_FINDING, after_seq=start)
     rep.findings = len(events)
     for ev in events:
         p = ev.read(CertifyFindingV1)
@@ -103,32 +116,32 @@ def _note_findings(store: Store, topo: Topology, s: Any, start: int, actor: str,
             elif holder.level == "region":
                 why = f"{holder.kind} finding: no lifecycle handling"
         if why is not None:
-            store.append_event(cid, NOTED, {"finding_seq": ev.seq, "action": "none"},
-                               actor=actor, reason=why, session=s)
+            w.event(cid, NOTED, {"finding_seq": ev.seq, "action": "none"}, reason=why)
             rep.noted.append(cid)
     return max((e.seq for e in events), default=start)
 
 
-def _enforce(store: Store, s: Any, state: FleetState, actor: str, rep: TriageReport) -> set[str]:
+def _enforce(w: Writes, rows: dict[str, Row], state: FleetState,
+             rep: TriageReport) -> set[str]:
     """Pull every tray and rack whose newest certification failed (newer than its last
     repair/triage) out of service; returns the racks touched."""
     touched: set[str] = set()
-    rows = s.scalars(select(LifecycleRow).order_by(LifecycleRow.component_id))
-    for row in list(rows):
-        cond = state.failing(row.component_id)
-        if cond is None or cond.seq <= repository.last_repair_seq(store, s, row):
+    for cid in sorted(rows):
+        row = rows[cid]
+        cond = state.failing(cid)
+        if cond is None or cond.seq <= state.last_entered(cid, repair_states(row.machine)):
             continue
         why = f"newest certification failed: {cond.message} (event {cond.seq})"
-        if row.machine == "rack":
-            if _cordon(store, s, row.component_id, f"rack-level: {why}", actor, cond.seq):
-                rep.racks_rack_level.append(row.component_id)
-            touched.add(row.component_id)
-            continue
-        st = T(row.state)
-        if st not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[st]:
-            repository.transition(store, row.component_id, T.TRIAGE, actor=actor, reason=why,
-                                  session=s, extra={"finding_seq": cond.seq})
-            rep.trays_triaged.append(row.component_id)
+        with w.for_unit(row.rack):
+            if row.machine == RACK:
+                if _cordon(w, rows, cid, f"rack-level: {why}", cond.seq):
+                    rep.racks_rack_level.append(cid)
+                touched.add(cid)
+                continue
+            st = T(row.state)
+            if st not in BAD_TRAY_STATES and T.TRIAGE in TRAY_TRANSITIONS[st]:
+                _move(w, rows, cid, T.TRIAGE, why, {"finding_seq": cond.seq})
+                rep.trays_triaged.append(cid)
         touched.add(row.rack)
     return touched
 
@@ -137,25 +150,32 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
                    actor: str = "lifecycle-triage",
                    state: FleetState | None = None) -> TriageReport:
     """Act on the fleet state's failing certifications; note new findings that move
-    nothing. `state` is refreshed here (a new one is read when none is given)."""
+    nothing. `state` is refreshed here (a new one is read when none is given). Every row is
+    read once and every write goes into one batch (`Writes`): the cost is linear in the
+    fleet."""
     rep = TriageReport()
     repository.open_store(store)
     state = state if state is not None else FleetState(topo)
     state.refresh(store)
+    rows = repository.read_rows(store)
+    w = Writes(store, state, actor=actor)
     with store.session() as s:
         start = repository.cursor(s, CURSOR) if after_seq is None else after_seq
-        newest = _note_findings(store, topo, s, start, actor, rep)
-        touched = _enforce(store, s, state, actor, rep)
-        for rack in sorted(touched):
-            template = topo.rack(rack).template
-            if not template.cordon_on_bad_trays:
-                continue
-            bad, limit = _bad_trays(s, rack), template.max_bad_trays
-            if bad > limit and _cordon(store, s, rack,
-                                       f"{bad} trays bad (> {limit}): NVL72 rack cordoned", actor):
+    newest = _note_findings(store, topo, w, start, rep)
+    touched = _enforce(w, rows, state, rep)
+    bad = _bad_trays(rows)
+    for rack in sorted(touched):
+        template = topo.rack(rack).template
+        if not template.cordon_on_bad_trays:
+            continue
+        n, limit = bad.get(rack, 0), template.max_bad_trays
+        with w.for_unit(rack):
+            if n > limit and _cordon(w, rows, rack,
+                                     f"{n} trays bad (> {limit}): NVL72 rack cordoned"):
                 rep.racks_escalated.append(rack)
-        if newest > start:
-            repository.set_cursor(s, CURSOR, newest)
+    if newest > start:
+        w.call(lambda s: repository.set_cursor(s, CURSOR, newest))
+    w.commit()
     return rep
 
 
@@ -172,65 +192,70 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
                     report: TriageReport | None = None,
                     state: FleetState | None = None) -> TriageReport:
     """Racks burn_in -> certified -> production and trays burn_in -> production, each only when
-    its newest certification passed, newer than its last repair/triage (the state repository
-    enforces the gate). Parts evidence pulled come back on newer passing evidence: a tray
+    its newest certification passed, newer than its last repair/triage (the batch's gate
+    enforces it). Parts evidence pulled come back on newer passing evidence: a tray
     triaged on a finding (-> production on a serving rack, else burn_in), a rack cordoned on a
     finding (draining -> production), a degraded rack whose trays are all back."""
     rep = report or TriageReport()
     state = state if state is not None else FleetState(topo)
     state.refresh(store)
-    with store.session() as s:
-        def gate_open(row: LifecycleRow) -> bool:
-            return repository.passing_evidence(store, s, row, state) is not None
+    rows = repository.read_rows(store)
+    w = Writes(store, state, actor=actor)
 
-        def move(row: LifecycleRow, to: str, reason: str, key: str) -> None:
-            repository.transition(store, row.component_id, to, actor=actor, session=s,
-                                  reason=reason, state=state)
-            _count(rep, key)
+    def gate_open(cid: str) -> bool:
+        return w.gate(cid, rows[cid].machine).open
 
-        racks = list(s.scalars(select(LifecycleRow).where(LifecycleRow.machine == "rack")))
-        limit = {row.component_id: _tolerated(topo, row.component_id) for row in racks}
-        for row in racks:
-            rid, tolerated = row.component_id, limit[row.component_id]
-            if row.state == R.BURN_IN and gate_open(row):
-                move(row, R.CERTIFIED, "passing certification on record", "rack_certified")
-            if row.state == R.CERTIFIED and _bad_trays(s, rid) <= tolerated and gate_open(row):
-                move(row, R.PRODUCTION, f"certified; <= {tolerated} trays out",
-                     "rack_production")
-            pulled = state.lifecycle.get(rid)
-            if row.state == R.DRAINING and row.fault_tier == 0 and pulled is not None \
-                    and pulled.finding_seq is not None and _bad_trays(s, rid) <= tolerated \
-                    and gate_open(row):
-                move(row, R.PRODUCTION, "newer passing certification after the finding that "
-                     "cordoned it", "rack_returned")
-        serving = {r.component_id for r in racks if r.state in SERVING}
-        _trays_back(s, state, serving, gate_open, move)
-        for row in racks:
-            bad = _bad_trays(s, row.component_id)
-            tolerated = limit[row.component_id]
-            if row.state == R.PRODUCTION and 0 < bad <= tolerated:
-                move(row, R.DEGRADED, f"{bad} tray(s) out (<= {tolerated} tolerated by NVL72 "
-                     "jobs)", "rack_degraded")
-            elif row.state == R.DEGRADED and bad == 0 and row.fault_tier == 0 \
-                    and gate_open(row):  # a coolant fault's power cap keeps it degraded
-                move(row, R.PRODUCTION, "every tray back in service", "rack_returned")
+    def move(cid: str, to: str, reason: str, key: str) -> None:
+        with w.for_unit(rows[cid].rack):
+            _move(w, rows, cid, to, reason)
+        _count(rep, key)
+
+    racks = sorted(cid for cid, row in rows.items() if row.machine == RACK)
+    limit = {rid: _tolerated(topo, rid) for rid in racks}
+    bad = _bad_trays(rows)
+    for rid in racks:
+        row, tolerated = rows[rid], limit[rid]
+        if row.state == R.BURN_IN and gate_open(rid):
+            move(rid, R.CERTIFIED, "passing certification on record", "rack_certified")
+        if row.state == R.CERTIFIED and bad.get(rid, 0) <= tolerated and gate_open(rid):
+            move(rid, R.PRODUCTION, f"certified; <= {tolerated} trays out", "rack_production")
+        pulled = state.lifecycle.get(rid)
+        if row.state == R.DRAINING and row.tier == 0 and pulled is not None \
+                and pulled.finding_seq is not None and bad.get(rid, 0) <= tolerated \
+                and gate_open(rid):
+            move(rid, R.PRODUCTION, "newer passing certification after the finding that "
+                 "cordoned it", "rack_returned")
+    serving = {rid for rid in racks if rows[rid].state in SERVING}
+    _trays_back(rows, state, serving, gate_open, move)
+    bad = _bad_trays(rows)
+    for rid in racks:
+        row, n, tolerated = rows[rid], bad.get(rid, 0), limit[rid]
+        if row.state == R.PRODUCTION and 0 < n <= tolerated:
+            move(rid, R.DEGRADED, f"{n} tray(s) out (<= {tolerated} tolerated by NVL72 "
+                 "jobs)", "rack_degraded")
+        elif row.state == R.DEGRADED and n == 0 and row.tier == 0 \
+                and gate_open(rid):  # a coolant fault's power cap keeps it degraded
+            move(rid, R.PRODUCTION, "every tray back in service", "rack_returned")
+    w.commit()
     return rep
 
 
-def _trays_back(s: Any, state: FleetState, serving: set[str], gate_open: Any,
-                move: Any) -> None:
+def _trays_back(rows: dict[str, Row], state: FleetState, serving: set[str],
+                gate_open: Callable[[str], bool],
+                move: Callable[[str, str, str, str], None]) -> None:
     """Trays in burn_in of a serving rack, and trays triage pulled on a finding, whose newest
     certification passed since."""
-    q = select(LifecycleRow).where(LifecycleRow.machine == "tray",
-                                   LifecycleRow.state.in_([T.BURN_IN.value, T.TRIAGE.value]))
-    for row in list(s.scalars(q)):
-        if row.state == T.BURN_IN:
-            if row.rack in serving and gate_open(row):
-                move(row, T.PRODUCTION, "passing certification on record", "tray_production")
+    for cid in sorted(rows):
+        row = rows[cid]
+        if row.machine != TRAY or row.state not in (T.BURN_IN, T.TRIAGE):
             continue
-        pulled = state.lifecycle.get(row.component_id)
-        if pulled is None or pulled.finding_seq is None or not gate_open(row):
+        if row.state == T.BURN_IN:
+            if row.rack in serving and gate_open(cid):
+                move(cid, T.PRODUCTION, "passing certification on record", "tray_production")
+            continue
+        pulled = state.lifecycle.get(cid)
+        if pulled is None or pulled.finding_seq is None or not gate_open(cid):
             continue  # an operator's triage waits for the operator
         to = T.PRODUCTION if row.rack in serving else T.BURN_IN
-        move(row, to, "newer passing certification after the finding that triaged it",
+        move(cid, to, "newer passing certification after the finding that triaged it",
              "tray_returned")

@@ -80,6 +80,9 @@ class FleetState:
         self.seq = 0  # the newest event read
         self._cond: dict[str, dict[ConditionType, Condition]] = {}
         self.lifecycle: dict[str, LifecycleState] = {}
+        # cid -> state -> seq of its newest move into that state (enrollment, `from` None,
+        # is no move): the lifecycle reads a part's last repair from here, not from the log.
+        self.entered: dict[str, dict[str, int]] = {}
         self._plant: Event | None = None
 
     @classmethod
@@ -120,6 +123,8 @@ class FleetState:
             moved = ev.read(LifecycleTransitionV1)
             self.lifecycle[ev.component_id] = LifecycleState(moved.to, ev.seq,
                                                              moved.finding_seq)
+            if moved.from_ is not None:
+                self.entered.setdefault(ev.component_id, {})[moved.to] = ev.seq
         elif ev.kind == Kind.TWIN_PLANT:
             self._plant = ev
 
@@ -286,6 +291,11 @@ class FleetState:
     def parts_with_conditions(self) -> list[str]:
         """Every part some certification or fabric evidence was folded in for."""
         return sorted(self._cond)
+
+    def last_entered(self, cid: str, states: Iterable[str]) -> int:
+        """Seq of the part's newest move into any of `states` (0: never moved there)."""
+        mine = self.entered.get(cid)
+        return max((mine.get(s, 0) for s in states), default=0) if mine else 0
 
     def state_of(self, cid: str) -> str | None:
         st = self.lifecycle.get(cid)

@@ -487,12 +487,15 @@ class Store:
         return len(rows)
 
     def append_events_seqs(self, events: Iterable[NewEvent], *, session: Session) -> list[int]:
-        """Append events inside `session` one INSERT each, returning their sequence numbers
-        in order (for rows of a room's own table that point at their event)."""
-        rows = [EventRow(**r) for r in self._rows(events)]
-        session.add_all(rows)
-        session.flush()
-        return [r.seq for r in rows]
+        """Append events inside `session`, returning their sequence numbers in order (for
+        rows of a room's own table that point at their event). One bulk INSERT ... RETURNING
+        (batched by SQLAlchemy), not an ORM object per event: a pass of the lifecycle
+        controller at 128k GPUs appends tens of thousands."""
+        rows = self._rows(events)
+        if not rows:
+            return []
+        stmt = insert(EventRow).returning(EventRow.seq, sort_by_parameter_order=True)
+        return list(session.scalars(stmt, rows))
 
     @staticmethod
     def _rows(events: Iterable[NewEvent]) -> list[dict[str, Any]]:
