@@ -184,10 +184,10 @@ class SimPlant:
         }
         # A kill -9 or power loss leaves the old or the new plant, and two processes saving
         # at once never share a temp file. The snapshot holds every command so far: the
-        # journal restarts empty (a crash between the two replays commands the snapshot
-        # already holds, which sets the same values again).
+        # journal is removed (a crash between the two replays commands the snapshot already
+        # holds, which sets the same values again).
         write_atomic(self.path, json.dumps(d))
-        _journal(self.path).write_text("")
+        _journal(self.path).unlink(missing_ok=True)
         self.journaled = 0
 
     def record(self, op: str, key: str, value: bool | float | None) -> None:

@@ -112,14 +112,14 @@ class Writes:
         return self.state.gate(cid, floor=floor)
 
     def move(self, cid: str, machine: str, src: str, to: str, *, reason: str,
-             extra: dict[str, Any] | None = None, actor: str | None = None) -> None:
+             extra: dict[str, Any] | None = None) -> None:
         """Queue one legal transition (IllegalTransition / EvidenceMissing at once)."""
         check(machine, cid, src, to)
         payload = gated_payload(machine, cid, src, to, self.gate(cid, machine), extra)
         if to in {s.value for s in repair_states(machine)}:
             self._repaired.add(cid)
         self._entries.append(_Entry(self.unit, NewEvent(
-            component_id=cid, kind=TRANSITION, payload=payload, actor=actor or self.actor,
+            component_id=cid, kind=TRANSITION, payload=payload, actor=self.actor,
             reason=reason), _Move(cid, machine, src, to)))
 
     def event(self, cid: str, kind: Kind, payload: dict[str, Any], *, reason: str,
