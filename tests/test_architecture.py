@@ -160,15 +160,11 @@ OVER_THE_LIMITS = {
     "rackscale/checkpoint/multinode.py::build_manifest": "the fields of one manifest",
     "rackscale/fleet/templates.py::_nvl72": "the figures of one rack template",
     "rackscale/report/ledger.py::_LedgerBuild.record": "the fields of one ledger step",
-    "rackscale/lifecycle/controller.py::Controller._move":
-        "one transition's fields inside a pass",
     "rackscale/certify/k8s.py::_job": "one Job manifest: its batch, wave, members and options",
     "rackscale/cli/certify_plan.py::run_plan":
         "the `certify plan` command's options, passed on keyword-only",
     "rackscale/cli/lifecycle.py::controller":
         "maps the lifecycle commands' driver options (plant, Redfish, Slurm, twin) to drivers",
-    "rackscale/lifecycle/controller.py::Controller._interlock":
-        "one interlock event's fields (**extra: its rule's figures)",
     "rackscale/cli/serve.py::serve": "the `serve` command's options (registered, not decorated)",
     "rackscale/soak/schedule.py::draw":
         "the keyword-only settings of one schedule (its size, timings, seed, kinds)",

@@ -7,6 +7,8 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -32,6 +34,7 @@ from rackscale.lifecycle import (
     RACK_MACHINE,
     Controller,
     CoolingDriver,
+    FaultPolicy,
     PassReport,
     RackState,
     RedfishPowerDriver,
@@ -52,6 +55,7 @@ from rackscale.lifecycle import (
     trays_of,
 )
 from rackscale.lifecycle import drain as drain_component
+from rackscale.lifecycle import repair as repair_component
 from rackscale.store import (
     DEFAULT_DATA_DIR,
     Kind,
@@ -76,6 +80,7 @@ FaultsOption = typer.Option(
     None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
     "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
     "flapping) instead of the simulated plant. Simulated figures either way.", show_default=False)
+EXIT_PENDING = 3  # `run --until-idle` stopped by --max-wait-s with timed steps still to come
 WAITING_SHOWN = 10  # racks a pass line names with why they wait
 TwinSeedOption = seed_option(7, "the digital twin (with --faults)")
 
@@ -91,7 +96,8 @@ def fleet_topology(store: Store) -> Topology:
 def controller(store: Store, topo: Topology, plant_path: str | None = None,
                redfish: str | None = None, slurm_conf: str | None = None,
                actor: str = "controller", enroll: bool = False, faults: str | None = None,
-               twin_seed: int = 7) -> tuple[Controller, SimPlant]:
+               twin_seed: int = 7, policy: FaultPolicy | None = None,
+               ) -> tuple[Controller, SimPlant]:
     path = Path(plant_path or Path(DEFAULT_DATA_DIR) / "lifecycle-plant.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     plant = SimPlant.for_topology(topo, path=path)
@@ -100,7 +106,7 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
              if redfish else SimPowerDriver(plant))
     slurm = ScontrolSlurm(conf=slurm_conf) if slurm_conf else None
     cooling = _cooling(store, topo, plant, faults, twin_seed, record=enroll)
-    ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor)
+    ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor, policy=policy)
     if enroll:  # only the controller loop enrolls: inspection and bad commands write nothing
         ctl.enroll()
     return ctl, plant
@@ -209,6 +215,34 @@ def drain(
                   + (f"; {rep.slurm} Slurm node(s) drained" if rep else ""))
 
 
+@app.command()
+def repair(
+    cid: str = typer.Argument(..., metavar="ID", help="Rack or tray id."),
+    reason: str = typer.Option(..., "--reason", help="What was repaired (recorded)."),
+    db: str | None = DbOption,
+    plant: str | None = PlantOption,
+    redfish: str | None = RedfishOption,
+    faults: str | None = FaultsOption,
+    twin_seed: int = TwinSeedOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Record the repair of an isolated, maintenance or RMA rack (or a triage, repair or RMA
+    tray) and put it back on the onboarding path; only passing certification newer than the
+    repair returns it to production. Refused while its CDU still shows the fault."""
+    store = Store(db)
+    ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator",
+                        faults=faults, twin_seed=twin_seed)
+    result = repair_component(ctl, cid, reason=reason)
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    console.print(f"{plain(cid)}: {' -> '.join((result.src, *result.path))}"
+                  + (f" (goal {result.goal})" if result.goal else "")
+                  + (f"; coolant flow {result.flow_lpm:.0f} L/min" if result.flow_lpm
+                     is not None else ""))
+    console.print(f"next: {result.next_step}")
+
+
 @app.command("history")
 def history_cmd(
     cid: str = typer.Argument(..., metavar="ID", help="Rack or tray id."),
@@ -232,12 +266,21 @@ def history_cmd(
 def run(
     once: bool = typer.Option(False, "--once", help="One reconcile pass, then exit."),
     passes: int | None = typer.Option(None, "--passes", min=1, help="Stop after N passes."),
-    until_idle: bool = typer.Option(False, "--until-idle", help="Stop after the first pass "
-                                    "that changes nothing."),
+    until_idle: bool = typer.Option(False, "--until-idle", help="Stop once a pass changes "
+                                    "nothing and nothing timed is still to come (a coolant "
+                                    "response step, a power sequence): until then it waits "
+                                    "for the next deadline."),
+    max_wait: float = typer.Option(600.0, "--max-wait-s", min=0.0, max=86400.0,
+                                   help="With --until-idle: the longest to wait for timed "
+                                   "steps; past it the command stops with exit code 3."),
     period: float = typer.Option(5.0, "--period-s", min=0.0, max=86400.0,
                                  help="Seconds between passes."),
     goal: str | None = typer.Option(None, "--goal", help="Set every rack's onboarding goal "
                                     "(e.g. burn_in) before running."),
+    coolant_steps: str | None = typer.Option(
+        None, "--coolant-steps-s", metavar="CAP,DRAIN,OFF,ISOLATE",
+        help="Seconds after a coolant fault is first seen at which the rack is power capped, "
+        "drained, powered off and isolated (default 5,15,30,90)."),
     db: str | None = DbOption,
     plant: str | None = PlantOption,
     redfish: str | None = RedfishOption,
@@ -247,9 +290,10 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """The controller: reconcile desired lifecycle state against the drivers."""
+    policy = coolant_policy(coolant_steps)
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, slurm_conf,
-                        enroll=True, faults=faults, twin_seed=twin_seed)
+                        enroll=True, faults=faults, twin_seed=twin_seed, policy=policy)
     if goal is not None:
         parse_state(RACK_MACHINE, goal)
         set_goal(store, list(ctl.targets), goal)
@@ -274,21 +318,53 @@ def run(
         if as_json:
             emit_json(rep.as_dict())
         else:
-            console.print(f"pass: {rep.commands} commands, {rep.transitions} transitions, "
-                          f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
-                          f"{len(rep.waiting)} racks waiting")
-            for rid, why in sorted(rep.waiting.items())[:WAITING_SHOWN]:
-                console.print(f"  waiting {plain(rid)}: {plain(why)}")
-            if len(rep.waiting) > WAITING_SHOWN:
-                console.print(f"  ... {len(rep.waiting) - WAITING_SHOWN} more (--json lists "
-                              "every one)")
-            for rid, err in rep.errors.items():
-                err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
+            print_pass(rep, ctl.clock())
         triage()
 
     triage()
-    ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
-            period_s=0.0 if once else period, on_pass=show)
+    outcome = ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
+                      period_s=0.0 if once else period, on_pass=show,
+                      wait=time.sleep, max_wait_s=max_wait)
+    if outcome.waited_out:
+        nxt = min(outcome.pending.items(), key=lambda kv: kv[1][0])
+        err_console.print(
+            f"stopped after {outcome.passes} passes: --max-wait-s {max_wait:g} spent with "
+            f"{len(outcome.pending)} timed step(s) still to come; next: {plain(nxt[1][1])} of "
+            f"{plain(nxt[0])} in {nxt[1][0] - ctl.clock():.0f} s")
+        raise typer.Exit(EXIT_PENDING)
+
+
+def coolant_policy(text: str | None) -> FaultPolicy:
+    """`--coolant-steps-s CAP,DRAIN,OFF,ISOLATE` as a fault policy (defaults when None)."""
+    if text is None:
+        return FaultPolicy()
+    try:
+        cap, drain, off, isolate = (float(v) for v in text.split(","))
+        return FaultPolicy(cap_s=cap, drain_s=drain, off_s=off, isolate_s=isolate)
+    except ValueError as err:
+        raise UserError(f"--coolant-steps-s {text!r}: four times in seconds, in order "
+                        f"CAP,DRAIN,OFF,ISOLATE (e.g. 5,15,30,90): {err}") from None
+
+
+def print_pass(rep: PassReport, now: float) -> None:
+    """One pass as the operator reads it: what it did, who waits and why, what comes next."""
+    console.print(f"pass: {rep.commands} commands, {rep.transitions} transitions, "
+                  f"{rep.interlocks} interlock actions, {rep.slurm} Slurm changes, "
+                  f"{len(rep.waiting)} racks waiting ({rep.seconds:.2f} s)")
+    for rid, why in sorted(rep.waiting.items())[:WAITING_SHOWN]:
+        console.print(f"  waiting {plain(rid)}: {plain(why)}")
+    if len(rep.waiting) > WAITING_SHOWN:
+        console.print(f"  ... {len(rep.waiting) - WAITING_SHOWN} more (--json lists "
+                      "every one)")
+    nxt = rep.next_due()
+    if nxt is not None:
+        cid, at, what = nxt
+        clock = datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S")
+        more = f" (+{len(rep.due) - 1} more timed)" if len(rep.due) > 1 else ""
+        console.print(f"  next: {plain(what)} of {plain(cid)} at {clock} UTC, in "
+                      f"{max(0.0, at - now):.0f} s{more}")
+    for rid, err in rep.errors.items():
+        err_console.print(f"[red]rack rolled back, retried next pass[/] {rid}: {err}")
 
 
 # ---------------------------------------------------------------------- demo steps
@@ -340,7 +416,7 @@ def step_onboarding(ctx: DemoContext) -> None:
         nonlocal transitions
         transitions += rep.transitions
 
-    passes = ctl.run(until_idle=True, max_passes=200, on_pass=tally)
+    passes = ctl.run(until_idle=True, max_passes=200, on_pass=tally).passes
     c = counts(ctx.store)
     console.print(_counts_table("lifecycle after onboarding (simulated plant)", c))
     verified = _flow_before_power(ctx.store, racks)

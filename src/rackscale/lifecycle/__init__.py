@@ -1,7 +1,7 @@
 """Rack and tray lifecycle: state machines, interlocks, the reconcile controller, drivers
 (Redfish, simulated power and CDU), Slurm drain/resume, certification triage."""
 
-from rackscale.lifecycle.controller import Controller, PassReport
+from rackscale.lifecycle.controller import Controller, PassReport, RunOutcome
 from rackscale.lifecycle.cooling import coolant_conditions, enrolled_racks
 from rackscale.lifecycle.drivers import (
     CduReading,
@@ -22,6 +22,7 @@ from rackscale.lifecycle.interlocks import (
     flow_ok,
 )
 from rackscale.lifecycle.redfish import RedfishPowerDriver
+from rackscale.lifecycle.repairs import RepairRefused, RepairResult, repair
 from rackscale.lifecycle.repository import (
     INTERLOCK,
     NOTED,
@@ -91,6 +92,9 @@ __all__ = [
     "PowerDriver",
     "RackState",
     "RedfishPowerDriver",
+    "RepairRefused",
+    "RepairResult",
+    "RunOutcome",
     "ScontrolSlurm",
     "SimCoolingDriver",
     "SimPlant",
@@ -117,6 +121,7 @@ __all__ = [
     "parse_state",
     "power_targets",
     "promote_passing",
+    "repair",
     "set_goal",
     "state_of",
     "transition",

@@ -34,7 +34,7 @@ from rackscale.lifecycle.interlocks import (
     InterlockRefused,
     flow_ok,
 )
-from rackscale.lifecycle.passes import Pass, PassReport, RackPass
+from rackscale.lifecycle.passes import Pass, PassReport, RackPass, RunOutcome
 from rackscale.lifecycle.repository import INTERLOCK, SLURM, Row, StaleState, read_rows
 from rackscale.lifecycle.safety import SafetyResponses
 from rackscale.lifecycle.slurm import REASON_PREFIX, SlurmControl, SlurmError, node_name
@@ -61,6 +61,7 @@ _PATH_INDEX = {s.value: i for i, s in enumerate(ONBOARDING_PATH)}
 _GOAL_INDEX = _PATH_INDEX | {R.CERTIFIED.value: len(ONBOARDING_PATH),
                              R.PRODUCTION.value: len(ONBOARDING_PATH) + 1}
 PENDING_TIMEOUT_S = 60.0  # a BMC that has not applied power-on by then is asked again
+_WAKE_AFTER_S = 0.05  # how long after a deadline `run` wakes, so the step is due
 _HELD_STATES = frozenset({T.REPAIR.value, T.RMA.value})  # trays kept powered off
 
 
@@ -187,19 +188,36 @@ class Controller(SafetyResponses):
         return {"component": cid, "from": t.src, "to": t.dst, "seq": t.seq}
 
     def run(self, *, max_passes: int | None = None, until_idle: bool = False,
-            period_s: float = 0.0, on_pass: Callable[[PassReport], None] | None = None) -> int:
-        """Run passes; with `until_idle` stop after the first pass that changed nothing."""
-        n = 0
+            period_s: float = 0.0, on_pass: Callable[[PassReport], None] | None = None,
+            wait: Callable[[float], None] | None = None,
+            max_wait_s: float | None = None) -> RunOutcome:
+        """Run passes. With `until_idle`, stop at the first pass that changes nothing and has
+        nothing timed to come (a coolant step not yet due, a shelf not yet reporting power):
+        a pass that is quiet only because the next step is not due yet is not idle. With
+        `wait` (e.g. `time.sleep`) the loop sleeps until the next deadline and goes on; with
+        none, or once that deadline lies beyond `max_wait_s` from the start, it stops and
+        says what is still to come (`RunOutcome.pending`)."""
+        n, start = 0, self.clock()
+        rep = PassReport()
         while max_passes is None or n < max_passes:
             rep = self.reconcile()
             n += 1
             if on_pass:
                 on_pass(rep)
             if until_idle and not rep.changed and not self._pending:
-                break
+                nxt = rep.next_due()
+                if nxt is None:
+                    return RunOutcome(n, {})
+                if wait is None:
+                    return RunOutcome(n, rep.due)
+                if max_wait_s is not None and nxt[1] > start + max_wait_s:
+                    return RunOutcome(n, rep.due, waited_out=True)
+                # a hair past the deadline: the step runs when its age reaches its due time
+                wait(max(0.0, nxt[1] - self.clock()) + _WAKE_AFTER_S)
+                continue
             if period_s:
                 time.sleep(period_s)  # the loop's cadence, not a synchronisation
-        return n
+        return RunOutcome(n, rep.due)
 
     # ------------------------------------------------------------------ one rack
     def _rack(self, r: RackPass) -> None:

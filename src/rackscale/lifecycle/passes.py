@@ -20,6 +20,9 @@ class PassReport:
     interlocks: int = 0
     slurm: int = 0
     waiting: dict[str, str] = field(default_factory=dict)
+    # What is timed and not yet due: component -> (when, clock seconds; what comes then). A
+    # pass that changes nothing is idle only when this is empty (`Controller.run`).
+    due: dict[str, tuple[float, str]] = field(default_factory=dict)
     # A driver that fails for one rack, or a row an operator moved under the pass, must not
     # stop the fleet: the rack's writes roll back, the error is reported here and the rack is
     # retried next pass.
@@ -33,7 +36,31 @@ class PassReport:
         return {"seconds": round(self.seconds, 3), "commands": self.commands,
                 "transitions": self.transitions,
                 "interlocks": self.interlocks, "slurm": self.slurm, "waiting": self.waiting,
+                "due": {cid: {"at": round(at, 3), "what": what}
+                        for cid, (at, what) in sorted(self.due.items())},
                 "errors": self.errors}
+
+    def next_due(self) -> tuple[str, float, str] | None:
+        """The earliest timed step still to come: (component, when, what), or None."""
+        if not self.due:
+            return None
+        cid, (at, what) = min(self.due.items(), key=lambda kv: (kv[1][0], kv[0]))
+        return cid, at, what
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How `Controller.run` ended: after `passes` passes, idle (nothing changed and nothing
+    timed to come), or with `pending` still to come when it had to stop (its pass limit, no
+    way to wait, or `max_wait_s` spent: then `waited_out`)."""
+
+    passes: int
+    pending: dict[str, tuple[float, str]]
+    waited_out: bool = False
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
 
 
 @dataclass(slots=True)

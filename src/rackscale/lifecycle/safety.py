@@ -122,12 +122,17 @@ class SafetyResponses:
                 if tier >= step:
                     continue
                 if age < pol.due(step):
+                    # not due yet: `--until-idle` waits for it rather than stopping here
+                    ps.rep.due[rid] = (since + pol.due(step),
+                                       f"coolant fault ({fault}): {step.name.lower()} step")
                     break
                 self._step(r, step, fault)
                 tier = step
             if tier != row.tier or row.since is None:
                 self._fault(rid, row, since, tier, ps)
-        elif not fault and row.tier > 0:
+        elif not fault and row.tier > 0 and reading.valve_open:
+            # (a closed valve reads no flow, which hides a flow fault rather than clearing
+            # it: an isolated rack keeps its tier until `lifecycle repair`)
             cleared_from = row.tier
             self._fault(rid, row, None, CoolantTier.NONE, ps)
             self._interlock(rid, "coolant", "cleared", "coolant fault cleared", ps,

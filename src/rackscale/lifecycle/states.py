@@ -129,6 +129,16 @@ ONBOARDING_PATH: tuple[RackState, ...] = (
 )
 
 RACK, TRAY = "rack", "tray"
+# `lifecycle repair`: from each out-of-service state, the legal steps back onto the onboarding
+# path (a rack to cabled: coolant check, power-on, firmware, burn-in; a tray to burn_in, or a
+# replacement to onboard).
+REPAIR_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
+    RACK: {_R.ISOLATED: (_R.MAINTENANCE, _R.CABLED), _R.MAINTENANCE: (_R.CABLED,),
+           _R.RMA: (_R.RECEIVED,)},
+    TRAY: {_T.TRIAGE: (_T.REPAIR, _T.BURN_IN), _T.REPAIR: (_T.BURN_IN,),
+           _T.RMA: (_T.ONBOARD,)},
+}
+OUT_OF_SERVICE = {m: frozenset(paths) for m, paths in REPAIR_PATHS.items()}
 MACHINES: dict[str, tuple[type[RackState] | type[TrayState], dict[Any, frozenset[Any]]]] = {
     RACK: (RackState, RACK_TRANSITIONS), TRAY: (TrayState, TRAY_TRANSITIONS)}
 
@@ -163,7 +173,9 @@ def check(machine: str, cid: str, src: str, dst: str) -> None:
     target = parse_state(machine, dst)
     if target not in table[enum(src)]:
         legal = legal_targets(machine, src)
+        back = (f"; to return it to service after a repair: `rackscale lifecycle repair "
+                f"{cid} --reason TEXT`" if src in OUT_OF_SERVICE[machine] else "")
         raise IllegalTransition(
             f"illegal transition for {machine} {cid}: {src} -> {dst}; from {src} the legal "
-            f"targets are: {', '.join(legal) if legal else 'none (terminal state)'}"
+            f"targets are: {', '.join(legal) if legal else 'none (terminal state)'}{back}"
         )
