@@ -189,7 +189,8 @@ def test_terminal_state_says_so():
 
 def test_legal_targets_are_sorted_values():
     assert legal_targets(TRAY, "triage") == ["burn_in", "production", "repair", "rma"]
-    assert legal_targets(RACK, "draining") == ["isolated", "maintenance", "production"]
+    assert legal_targets(RACK, "draining") == ["degraded", "isolated", "maintenance",
+                                               "production"]
 
 
 def test_unknown_state_lists_the_valid_ones():
@@ -206,3 +207,22 @@ def test_unknown_state_lists_the_valid_ones():
 def test_every_state_carries_its_docstring():
     assert all(s.__doc__ and s.__doc__ != RackState.__doc__ for s in RackState)
     assert TrayState.TRIAGE.__doc__.startswith("Pulled out of service")
+
+
+def test_a_serving_rack_with_trays_out_is_degraded_and_an_nvl72_past_its_limit_cordoned():
+    from rackscale.fleet.templates import TEMPLATES
+    from rackscale.lifecycle.states import serving_target, trays_out
+
+    nvl, hgx = TEMPLATES["vr-nvl72"], next(t for t in TEMPLATES.values()
+                                           if not t.domain_is_rack)
+    limit = nvl.max_bad_trays
+    assert serving_target(nvl, 0) == RackState.PRODUCTION
+    assert serving_target(nvl, 1) == RackState.DEGRADED
+    assert serving_target(nvl, limit) == RackState.DEGRADED
+    assert serving_target(nvl, limit + 1) is None  # one NVLink domain: cordoned
+    assert serving_target(hgx, 0) == RackState.PRODUCTION
+    assert serving_target(hgx, hgx.max_bad_trays + 5) == RackState.DEGRADED  # never cordoned
+    assert trays_out(nvl, 1) == f"1 tray out (<= {limit} tolerated by jobs on its NVLink domain)"
+    assert trays_out(nvl, 2).startswith("2 trays out")
+    assert "NVL72" not in trays_out(hgx, 2) and trays_out(hgx, 2).startswith("2 nodes out")
+    assert trays_out(hgx, 1).startswith("1 node out")

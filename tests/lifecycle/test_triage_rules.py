@@ -348,7 +348,7 @@ def test_a_burn_in_rack_with_a_pass_goes_to_production_and_its_trays_with_it(fl:
     assert fl.state(R1) == "production" and fl.state(tray(R1, 7)) == "production"
     assert fl.last_move(R1)["payload"] == {"from": "certified", "to": "production",
                                            "evidence_seq": ev}
-    assert fl.last_move(R1)["reason"] == "certified; <= 2 trays out"
+    assert fl.last_move(R1)["reason"] == "certified"
     assert fl.last_move(tray(R1, 7))["reason"] == "passing certification on record"
 
 
@@ -385,9 +385,12 @@ def test_a_certified_rack_at_the_limit_serves_degraded(fl: Fleet) -> None:
     fl.put(tray(R1, 2), "triage")
     fl.result(R1)
     rep = fl.promote()
-    assert rep.promoted == {"rack_production": 1, "tray_production": 16, "rack_degraded": 1}
+    assert rep.promoted == {"rack_degraded": 1, "tray_production": 16}
     assert fl.state(R1) == "degraded"
-    assert fl.last_move(R1)["reason"] == "2 tray(s) out (<= 2 tolerated by NVL72 jobs)"
+    # straight from certified: the rack never shows production while trays are out
+    assert fl.last_move(R1)["payload"]["from"] == "certified"
+    assert fl.last_move(R1)["reason"] == ("certified; 2 trays out (<= 2 tolerated by jobs on "
+                                          "its NVLink domain)")
 
 
 def test_burn_in_trays_of_a_rack_not_serving_wait(fl: Fleet) -> None:
@@ -526,8 +529,9 @@ def test_a_production_rack_degrades_with_tolerated_trays_out(fl: Fleet, bad: int
     assert fl.state(R1) == to
     assert rep.promoted == ({"rack_degraded": 1} if to == "degraded" else {})
     if to == "degraded":
-        assert fl.last_move(R1)["reason"] == (f"{bad} tray(s) out (<= 2 tolerated by NVL72 "
-                                              "jobs)")
+        noun = "tray" if bad == 1 else "trays"
+        assert fl.last_move(R1)["reason"] == (f"{bad} {noun} out (<= 2 tolerated by jobs on "
+                                              "its NVLink domain)")
 
 
 @pytest.mark.parametrize(("bad", "tier", "verdict", "to"), [

@@ -47,6 +47,8 @@ from rackscale.lifecycle.states import (
     TrayState,
     check,
     parse_state,
+    serving_target,
+    trays_out,
 )
 from rackscale.lifecycle.states import (
     RACK as RACK_MACHINE,
@@ -364,25 +366,35 @@ class Controller(SafetyResponses):
                 self._move(tray, trow, T.PRODUCTION, "passing certification on record", r.ps)
 
     def _escalate(self, r: RackPass) -> None:
-        """The rack template's rule: too many bad trays cordon the rack, some degrade it."""
+        """The rack template's rule: trays out degrade a serving rack; too many cordon an
+        NVL72 rack (one NVLink domain)."""
         ps, rid, row = r.ps, r.rid, r.row
         template = self.racks[rid].template
-        if not template.cordon_on_bad_trays:
+        bad = ps.bad.get(rid, 0)
+        if row.state not in (R.PRODUCTION, R.DEGRADED):
             return
-        bad, limit = ps.bad.get(rid, 0), template.max_bad_trays
-        if bad > limit and row.state in (R.PRODUCTION, R.DEGRADED):
-            self._move(rid, row, R.DRAINING,
-                       f"{bad} trays bad (> {limit}): NVL72 rack cordoned", ps, bad_trays=bad)
-        elif 0 < bad <= limit and row.state == R.PRODUCTION:
-            self._move(rid, row, R.DEGRADED,
-                       f"{bad} tray(s) out (<= {limit} tolerated)", ps)
+        target = serving_target(template, bad)
+        if target is None:
+            self._move(rid, row, R.DRAINING, f"{bad} trays bad (> {template.max_bad_trays}): "
+                       "NVL72 rack cordoned", ps, bad_trays=bad)
+        elif target == R.DEGRADED and row.state == R.PRODUCTION:
+            self._move(rid, row, R.DEGRADED, trays_out(template, bad), ps)
 
     def _try_production(self, rid: str, row: Row, ps: Pass, why: str) -> None:
+        """Back to serving (production, or degraded with trays out) on open evidence."""
         gate = ps.w.gate(rid, RACK_MACHINE)
         if not gate.open:
             ps.rep.waiting[rid] = "production: " + gate.why
             return
-        self._move(rid, row, R.PRODUCTION, why, ps)
+        template, bad = self.racks[rid].template, ps.bad.get(rid, 0)
+        target = serving_target(template, bad)
+        if target is None:
+            ps.rep.waiting[rid] = (f"production: {bad} trays bad (> {template.max_bad_trays}):"
+                                   " repair them first")
+            return
+        if target != row.state:
+            self._move(rid, row, target, why if target == R.PRODUCTION
+                       else f"{why}; {trays_out(template, bad)}", ps)
 
     # ------------------------------------------------------------------ writes (queued)
     def _move(self, cid: str, row: Row, to: str, reason: str, ps: Pass, **extra: Any) -> None:

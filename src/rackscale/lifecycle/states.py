@@ -12,9 +12,12 @@ the legal targets. Nothing else in rackscale decides whether a move is allowed.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rackscale.errors import UserError
+
+if TYPE_CHECKING:
+    from rackscale.fleet.templates import RackTemplate
 
 
 class RackState(StrEnum):
@@ -88,10 +91,13 @@ RACK_TRANSITIONS: dict[RackState, frozenset[RackState]] = {
     _R.POWERED: frozenset({_R.FIRMWARE, _R.MAINTENANCE, _R.ISOLATED}),
     _R.FIRMWARE: frozenset({_R.BURN_IN, _R.MAINTENANCE, _R.ISOLATED}),
     _R.BURN_IN: frozenset({_R.CERTIFIED, _R.MAINTENANCE, _R.ISOLATED}),
-    _R.CERTIFIED: frozenset({_R.PRODUCTION, _R.BURN_IN, _R.MAINTENANCE, _R.ISOLATED}),
+    # A rack certified (or back from a drain) with trays out serves degraded straight away: it
+    # never shows production while a tray of it is in triage.
+    _R.CERTIFIED: frozenset({_R.PRODUCTION, _R.DEGRADED, _R.BURN_IN, _R.MAINTENANCE,
+                             _R.ISOLATED}),
     _R.PRODUCTION: frozenset({_R.DEGRADED, _R.DRAINING, _R.MAINTENANCE, _R.ISOLATED}),
     _R.DEGRADED: frozenset({_R.PRODUCTION, _R.DRAINING, _R.MAINTENANCE, _R.ISOLATED}),
-    _R.DRAINING: frozenset({_R.PRODUCTION, _R.MAINTENANCE, _R.ISOLATED}),
+    _R.DRAINING: frozenset({_R.PRODUCTION, _R.DEGRADED, _R.MAINTENANCE, _R.ISOLATED}),
     _R.MAINTENANCE: frozenset({_R.CABLED, _R.COOLING_VERIFIED, _R.ISOLATED, _R.RMA,
                                _R.RETIRED}),
     _R.ISOLATED: frozenset({_R.MAINTENANCE, _R.RMA, _R.RETIRED}),
@@ -179,3 +185,23 @@ def check(machine: str, cid: str, src: str, dst: str) -> None:
             f"illegal transition for {machine} {cid}: {src} -> {dst}; from {src} the legal "
             f"targets are: {', '.join(legal) if legal else 'none (terminal state)'}{back}"
         )
+
+
+def serving_target(template: RackTemplate, bad: int) -> RackState | None:
+    """The state a rack allowed to serve takes with `bad` trays (or nodes) out: production with
+    none, degraded with some, None when its template cordons it for that many (an NVL72 rack
+    with more than its tolerated trays out: one NVLink domain, so the rack is repaired)."""
+    if bad <= 0:
+        return RackState.PRODUCTION
+    if bad <= template.max_bad_trays or not template.cordon_on_bad_trays:
+        return RackState.DEGRADED
+    return None
+
+
+def trays_out(template: RackTemplate, bad: int) -> str:
+    """`bad` out-of-service parts of a rack in its kind's words ("2 trays out (<= 2 tolerated
+    by jobs on its NVLink domain)", "1 node out" for HGX, whose nodes are their own domains)."""
+    if template.domain_is_rack:
+        return (f"{bad} tray{'s' if bad != 1 else ''} out (<= {template.max_bad_trays} "
+                "tolerated by jobs on its NVLink domain)")
+    return f"{bad} node{'s' if bad != 1 else ''} out (each node is its own NVLink domain)"

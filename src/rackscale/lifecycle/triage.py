@@ -8,7 +8,8 @@ having seen an event at the right moment):
 - a rack whose newest certification failed (a finding on its NVLink switch tray, CDU, power
   shelf or the rack itself) -> a serving rack is cordoned (draining), a rack in bring-up goes
   to maintenance;
-- then an NVL72 rack with more than 2 bad trays is cordoned (NVL72 jobs tolerate two);
+- then an NVL72 rack with more than 2 bad trays is cordoned (jobs on its NVLink domain
+  tolerate two; an HGX node is its own domain and never cordons its rack);
 - a leaf or spine finding moves no tray (the fabric is shared): the racks under it carry a
   FabricHealthy condition and a `lifecycle.noted` event records it.
 `apply_findings` also notes, once per finding (a cursor over the log), what it moved nothing
@@ -35,6 +36,8 @@ from rackscale.lifecycle.states import (
     TRAY_TRANSITIONS,
     RackState,
     TrayState,
+    serving_target,
+    trays_out,
 )
 from rackscale.lifecycle.writes import Writes
 from rackscale.state import FleetState
@@ -184,6 +187,16 @@ def _tolerated(topo: Topology, rack: str) -> int:
     return topo.rack(rack).template.max_bad_trays if rack in topo.index else DEFAULT_MAX_BAD_TRAYS
 
 
+def _serving(topo: Topology, rack: str, bad: int) -> tuple[RackState | None, str]:
+    """The serving state of a rack with `bad` trays out (None: cordoned) and those trays in
+    its kind's words ("" with none out)."""
+    if rack not in topo.index:  # a rack the topology lacks: the default tolerance
+        return (R.PRODUCTION if bad == 0 else R.DEGRADED if bad <= DEFAULT_MAX_BAD_TRAYS
+                else None), (f"{bad} trays out" if bad else "")
+    template = topo.rack(rack).template
+    return serving_target(template, bad), trays_out(template, bad) if bad else ""
+
+
 def _count(rep: TriageReport, key: str) -> None:
     rep.promoted[key] = rep.promoted.get(key, 0) + 1
 
@@ -217,8 +230,11 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
         row, tolerated = rows[rid], limit[rid]
         if row.state == R.BURN_IN and gate_open(rid):
             move(rid, R.CERTIFIED, "passing certification on record", "rack_certified")
-        if row.state == R.CERTIFIED and bad.get(rid, 0) <= tolerated and gate_open(rid):
-            move(rid, R.PRODUCTION, f"certified; <= {tolerated} trays out", "rack_production")
+        target, out = _serving(topo, rid, bad.get(rid, 0))
+        if row.state == R.CERTIFIED and target is not None and gate_open(rid):
+            # with trays out it serves degraded at once, never production first
+            move(rid, target, f"certified; {out}" if out else "certified",
+                 "rack_production" if target == R.PRODUCTION else "rack_degraded")
         pulled = state.lifecycle.get(rid)
         if row.state == R.DRAINING and row.tier == 0 and pulled is not None \
                 and pulled.finding_seq is not None and bad.get(rid, 0) <= tolerated \
@@ -231,8 +247,7 @@ def promote_passing(store: Store, topo: Topology, *, actor: str = "lifecycle-tri
     for rid in racks:
         row, n, tolerated = rows[rid], bad.get(rid, 0), limit[rid]
         if row.state == R.PRODUCTION and 0 < n <= tolerated:
-            move(rid, R.DEGRADED, f"{n} tray(s) out (<= {tolerated} tolerated by NVL72 "
-                 "jobs)", "rack_degraded")
+            move(rid, R.DEGRADED, _serving(topo, rid, n)[1], "rack_degraded")
         elif row.state == R.DEGRADED and n == 0 and row.tier == 0 \
                 and gate_open(rid):  # a coolant fault's power cap keeps it degraded
             move(rid, R.PRODUCTION, "every tray back in service", "rack_returned")
