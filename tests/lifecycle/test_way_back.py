@@ -91,6 +91,11 @@ def test_until_idle_plays_a_coolant_fault_to_the_end_and_the_way_back(site: Site
     assert site.moves()[-4:] == ["degraded", "draining", "maintenance", "isolated"]
     assert site.actions()[-5:] == ["warn", "cap", "drain", "off", "isolate"]
     assert site.powered() == []
+    trays = json.loads(_cli("lifecycle", "status", "--rack", RACK, "--db", site.db,
+                            "--json"))["trays"]
+    assert {t["state"] for t in trays} == {"production"}  # their own rows, unchanged
+    assert not any(t["serving"] for t in trays)  # but none serves: the rack is isolated
+    assert {t["serving_state"] for t in trays} == {"isolated"}
     site.run(faults=site.cool)  # the closed valve hides the fault; it is not "cleared"
     assert site.actions()[-1] == "isolate"
 

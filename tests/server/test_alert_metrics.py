@@ -66,3 +66,43 @@ def test_job_incidents_count_per_job_and_the_newest_detection() -> None:
     assert last == {"train-1": 300.0}  # eval-2 recorded no detection time
     assert all(s.name == "rackscale_job_incidents_total"
                for s in fams["rackscale_job_incidents"].samples)
+
+
+def test_gpus_of_a_drained_rack_are_not_counted_as_production_and_trays_are_by_state(
+        demo_db: Path, tmp_path: Path) -> None:
+    """A rack drained while its trays stay `production` in their own rows: /metrics and the
+    summary count its GPUs as draining (a job cannot use them); the tray-state metric
+    counts every tray of every rack by its own state, as the fleet state has it."""
+    store = Store(f"sqlite:///{copy_db(demo_db, tmp_path / 'g.db')}")
+    client = TestClient(create_app(ServerConfig(db=store.url, token=TOKEN), store))
+    topo = Topology.build(seed_fleet("seed-504"))
+    rack = topo.rack(DRAIN_API)
+    per_rack = rack.gpu_end - rack.gpu_first
+    before = client.get("/api/v1/summary").json()["gpus_by_state"]
+    resp = client.post(f"/api/v1/racks/{DRAIN_API}/drain", json={"reason": "count test"},
+                       headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status_code == 200, resp.text
+    truth = FleetState.load(store, topo)
+    tray_ids = sorted({topo.ids[int(t)] for t in topo.gpu_tray[rack.gpu_first:rack.gpu_end]})
+    own = [truth.state_of(t) for t in tray_ids]
+    assert own.count("production") > 0  # their own rows still say production
+
+    after = client.get("/api/v1/summary").json()["gpus_by_state"]
+    moved = 72 // len(tray_ids) * own.count("production")
+    assert after.get("draining", 0) == before.get("draining", 0) + moved
+    assert after["production"] == before["production"] - moved
+    assert sum(after.values()) == sum(before.values()) == len(topo.gpu_ids)
+    text = client.get("/metrics").text
+    gpus = {s["state"]: 0.0 for s in _series(text, "rackscale_gpus")}
+    for s in _series(text, "rackscale_gpus"):
+        gpus[s["state"]] += float(s["value"])
+    assert {k: int(v) for k, v in gpus.items()} == after
+    assert per_rack == 72
+
+    trays = _series(text, "rackscale_rack_trays")
+    mine = {s["state"]: float(s["value"]) for s in trays if s["rack"] == DRAIN_API}
+    expect: dict[str, float] = {}
+    for st in own:
+        expect[str(st)] = expect.get(str(st), 0.0) + 1
+    assert mine == expect
+    assert {s["rack"] for s in trays} == {r.id for r in topo.racks}

@@ -32,6 +32,7 @@ from rackscale.faults import Fault, TwinCoolingDriver, demo_faults_path, faults_
 from rackscale.fleet import Topology
 from rackscale.lifecycle import (
     RACK_MACHINE,
+    SERVING_RACK_STATES,
     Controller,
     CoolingDriver,
     FaultPolicy,
@@ -56,6 +57,7 @@ from rackscale.lifecycle import (
 )
 from rackscale.lifecycle import drain as drain_component
 from rackscale.lifecycle import repair as repair_component
+from rackscale.state import serves, serving_state
 from rackscale.store import (
     DEFAULT_DATA_DIR,
     Kind,
@@ -148,17 +150,23 @@ def status(
         row = state_of(store, rack)
         if row.machine != RACK_MACHINE:
             raise UserError(f"{rack} is a tray; --rack takes a rack id such as us-east/r01")
-        trays = [(t.component_id, t.state, t.fault_tier) for t in trays_of(store, rack)]
+        # A tray serves only while its rack does: its own row can say production while the
+        # rack is isolated or draining, so each tray shows both (the fleet state's rule).
+        trays = [(t.component_id, t.state, t.fault_tier, serves(t.state, row.state),
+                  serving_state(t.state, row.state)) for t in trays_of(store, rack)]
         out = {"rack": rack, "state": row.state, "goal": row.goal, "fault_tier": row.fault_tier,
-               "trays": [{"id": t, "state": st, "fault_tier": ft} for t, st, ft in trays]}
+               "serving": row.state in SERVING_RACK_STATES,
+               "trays": [{"id": t, "state": st, "fault_tier": ft, "serving": on,
+                          "serving_state": eff} for t, st, ft, on, eff in trays]}
         if as_json:
             emit_json(out)
             return
         console.print(f"[bold]{rack}[/]: {row.state} (goal {row.goal or '-'}, fault tier "
                       f"{row.fault_tier})")
-        table = Table("tray", "state", "fault tier")
-        for t, st, ft in trays:
-            table.add_row(plain(t), st, str(ft))
+        table = Table("tray", "state", "serves jobs", "fault tier")
+        for t, st, ft, on, eff in trays:
+            serving = "yes" if on else f"no (rack {eff})" if eff != st else f"no ({st})"
+            table.add_row(plain(t), st, serving, str(ft))
         console.print(table)
         return
     c = counts(store)

@@ -15,9 +15,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from rackscale.errors import UserError
+from rackscale.state import BAD_TRAY_STATES as _BAD
+from rackscale.state import SERVING_RACK_STATES as _SERVING
 
 if TYPE_CHECKING:
-    from rackscale.fleet.templates import RackTemplate
+    from rackscale.fleet import RackTemplate
 
 
 class RackState(StrEnum):
@@ -121,10 +123,10 @@ TRAY_TRANSITIONS: dict[TrayState, frozenset[TrayState]] = {
 # Rack states in which the rack's power shelves are meant to be on.
 POWERED_RACK_STATES = frozenset({_R.POWERED, _R.FIRMWARE, _R.BURN_IN, _R.CERTIFIED,
                                  _R.PRODUCTION, _R.DEGRADED, _R.DRAINING})
-# Rack states in which its trays may serve jobs (be resumed in Slurm).
-SERVING_RACK_STATES = frozenset({_R.PRODUCTION, _R.DEGRADED})
-# Trays that count against a rack's "more than 2 bad trays" escalation.
-BAD_TRAY_STATES = frozenset({_T.TRIAGE, _T.REPAIR, _T.RMA})
+# Rack states in which its trays may serve jobs (be resumed in Slurm), and trays that count
+# against a rack's "more than 2 bad trays" escalation: the fleet state's rule, as enums here.
+SERVING_RACK_STATES = frozenset(_R(s) for s in _SERVING)
+BAD_TRAY_STATES = frozenset(_T(s) for s in _BAD)
 # The last transition into one of these makes older certification evidence stale.
 RACK_REPAIR_STATES = frozenset({_R.MAINTENANCE, _R.RMA, _R.RECEIVED})
 TRAY_REPAIR_STATES = frozenset({_T.TRIAGE, _T.REPAIR, _T.ONBOARD})

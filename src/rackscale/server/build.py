@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rackscale.report import Ledger, StoreView, ledger_now
+from rackscale.state import serving_state
 from rackscale.store import Store
 
 UNENROLLED = "unenrolled"  # a GPU whose tray has no lifecycle state yet
@@ -53,14 +54,17 @@ class Parts:
 
 
 def _gpu_counts(view: StoreView) -> dict[tuple[str, str, str], int]:
+    """GPUs by the state that decides whether a job can use them (the fleet state's rule: a
+    production tray of a rack that does not serve counts in its rack's state), region, SKU."""
     topo = view.topo
     tray_state: dict[int, str] = {}
     counts: Counter[tuple[str, str, str]] = Counter()
     for g in range(len(topo.gpu_ids)):
         tray = int(topo.gpu_tray[g])
-        if tray not in tray_state:
-            tray_state[tray] = view.state_of(topo.ids[tray]) or UNENROLLED
         rack = topo.racks[int(topo.gpu_rack[g])]
+        if tray not in tray_state:
+            tray_state[tray] = serving_state(view.state_of(topo.ids[tray]),
+                                             view.state_of(rack.id)) or UNENROLLED
         counts[(tray_state[tray], rack.region, str(topo.gpu_sku[g]))] += 1
     return dict(counts)
 

@@ -30,8 +30,10 @@ class FleetCollector:
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snap or self.cache.get()
-        gpus = GaugeMetricFamily("rackscale_gpus", "GPUs by the lifecycle state of their tray, "
-                                 "region and SKU", labels=["state", "region", "sku"])
+        gpus = GaugeMetricFamily("rackscale_gpus", "GPUs by the lifecycle state that decides "
+                                 "whether a job can use them (their tray's, or their rack's "
+                                 "when the rack does not serve), region and SKU",
+                                 labels=["state", "region", "sku"])
         for (state, region, sku), n in sorted(snap.gpu_counts.items()):
             gpus.add_metric([state, region, sku], n)
         yield gpus
@@ -103,6 +105,13 @@ def rack_state_metrics(snap: Snapshot) -> Iterator[Metric]:
         serving.add_metric([r["id"], r["region"]], 1.0 if st in SERVING else 0.0)
     yield state
     yield serving
+    trays = GaugeMetricFamily(
+        "rackscale_rack_trays", "Trays (HGX: nodes) of each rack by their own lifecycle state "
+        "in the fleet state", labels=["rack", "region", "state"])
+    for r in snap.racks:
+        for st, n in sorted(snap.tray_states.get(r["id"], {}).items()):
+            trays.add_metric([r["id"], r["region"], st], float(n))
+    yield trays
 
 
 class Metrics:

@@ -76,6 +76,8 @@ class Snapshot:
     conditions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Each rack's lifecycle state in the same fleet state at `seq` (UNENROLLED: none yet).
     rack_states: dict[str, str] = field(default_factory=dict)
+    # rack -> tray state -> trays, from the fleet state (the tray-state metric)
+    tray_states: dict[str, dict[str, int]] = field(default_factory=dict)
     racks_per_leaf: int = 2  # the fleet spec's, for the dashboard's rack groups
 
     @classmethod
@@ -226,6 +228,13 @@ class SnapshotCache:
         topo = state.topo
         snap.rack_states = {rack.id: state.state_of(rack.id) or UNENROLLED
                             for rack in topo.racks}
+        trays: dict[str, dict[str, int]] = {}
+        for rack in topo.racks:
+            per = trays[rack.id] = {}
+            for tray in set(topo.gpu_tray[rack.gpu_first:rack.gpu_end].tolist()):
+                st = state.state_of(topo.ids[tray]) or UNENROLLED
+                per[st] = per.get(st, 0) + 1
+        snap.tray_states = trays
         snap.racks_per_leaf = topo.spec.network.racks_per_leaf
         for rack in topo.racks:
             out[rack.id] = [c.as_dict() for c in state.conditions(rack.id)]
