@@ -7,9 +7,11 @@ second; the run waits for each step as it would for the default 5/15/30/90 s."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from rackscale.cli import app
@@ -33,8 +35,8 @@ def flat(text: str) -> str:
 
 
 class Site:
-    def __init__(self, tmp: Path) -> None:
-        self.db = f"sqlite:///{tmp / 'wb.db'}"
+    def __init__(self, tmp: Path, db: str) -> None:
+        self.db = db
         self.plant = str(tmp / "plant.json")
         self.none = tmp / "none.yaml"
         self.none.write_text("version: 1\nfaults: []\n")
@@ -65,10 +67,24 @@ class Site:
         return [t for t in (*shelves, *trays) if plant.power.get(t)]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
-    """The seed fleet onboarded to production on the twin: day 1 in four commands."""
-    s = Site(tmp_path_factory.mktemp("wayback"))
+def _fresh_pg(url: str) -> str:
+    name = f"wb_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres",
+                                                                marks=pytest.mark.postgres)])
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The seed fleet onboarded to production on the twin: day 1 in four commands, on SQLite
+    and on a real PostgreSQL server."""
+    tmp = tmp_path_factory.mktemp("wayback")
+    db = (f"sqlite:///{tmp / 'wb.db'}" if request.param == "sqlite"
+          else _fresh_pg(request.getfixturevalue("postgres_url")))
+    s = Site(tmp, db)
     _cli("fleet", "load", "--fleet", "seed-504", "--db", s.db)
     out = flat(s.run("--goal", "production", faults=s.none))
     assert "waiting" in out and "burn_in: " in out  # every rack waits for its evidence
