@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -31,7 +32,7 @@ from rackscale.lifecycle import (
 from rackscale.lifecycle.repository import LifecycleRow
 from rackscale.report import build_ledger, collect
 from rackscale.server import ServerConfig, create_app
-from rackscale.state import FleetState
+from rackscale.state import FleetState, serving_state
 from rackscale.store import Store, load_topology
 
 TEMPLATES = ["gb200-nvl72", "gb300-nvl72", "vr-nvl72", "hgx-h100", "hgx-h200", "hgx-b200"]
@@ -154,6 +155,21 @@ def _check(w: World, lifecycle_ran: bool) -> None:
                for s in fam.samples if s.name == "rackscale_rack_usable_gpus"}
     rows = {r["id"]: (r["state"], r["usable_gpus"]) for r in ledger.racks}
     assert api == rows
+    # every GPU counted in the state that decides whether a job can use it, the fleet state's
+    # rule (a production tray of a rack that does not serve counts in the rack's state), the
+    # same in the summary and in /metrics
+    topo = w.topo
+    by_state: Counter[str] = Counter(
+        serving_state(fresh.state_of(topo.ids[int(topo.gpu_tray[g])]),
+                      fresh.state_of(topo.racks[int(topo.gpu_rack[g])].id)) or "unenrolled"
+        for g in range(len(topo.gpu_ids)))
+    assert client.get("/api/v1/summary").json()["gpus_by_state"] == dict(by_state)
+    gpus: Counter[str] = Counter()
+    for fam in text_string_to_metric_families(client.get("/metrics").text):
+        for smp in fam.samples:
+            if smp.name == "rackscale_gpus":
+                gpus[smp.labels["state"]] += int(smp.value)
+    assert gpus == by_state
     assert _dashboard(client.get("/").text) == rows
     assert metrics == {k: float(v) for k, (_, v) in rows.items()}
     by_id = {r["id"]: r for r in ledger.racks}
