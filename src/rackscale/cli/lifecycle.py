@@ -309,30 +309,30 @@ def run(
         console.print(f"CDU telemetry: digital twin (simulated), faults from {faults}, "
                       f"seed {twin_seed}")
 
-    def triage() -> None:
-        """The fleet state's failing certifications move their parts out of service (the
-        next pass drains them); parts evidence pulled come back on newer passing evidence."""
-        tri = apply_findings(store, ctl.topo, state=ctl.state)
-        promote_passing(store, ctl.topo, report=tri, state=ctl.state)
-        moved = tri.trays_triaged or tri.racks_rack_level or tri.racks_escalated
-        if (tri.findings or moved or tri.promoted) and not as_json:
-            console.print(f"triage: {tri.findings} new certify findings -> "
-                          f"{len(tri.trays_triaged)} trays to triage, "
-                          f"{len(tri.racks_rack_level)} racks rack-level, "
-                          f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted"
-                          + "".join(f"; {k} {v}" for k, v in sorted(tri.promoted.items())))
+    racks = len(ctl.targets)
+    # A pass over a large fleet takes seconds: a spinner says the command is working (on a
+    # terminal only; Rich draws nothing when the output is piped, and --json prints JSON).
+    live = err_console.status(f"pass 1 over {racks:,} racks", spinner="dots")
+    done = 0
 
     def show(rep: PassReport) -> None:
+        nonlocal done
+        done += 1
         if as_json:
             emit_json(rep.as_dict())
         else:
             print_pass(rep, ctl.clock())
-        triage()
+        nxt = rep.next_due()
+        live.update(f"pass {done + 1} over {racks:,} racks" if nxt is None or rep.changed
+                    else f"waiting {max(0.0, nxt[1] - ctl.clock()):.0f} s for "
+                    f"{plain(nxt[2])} of {plain(nxt[0])}")
+        triage(store, ctl, quiet=as_json)
 
-    triage()
-    outcome = ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
-                      period_s=0.0 if once else period, on_pass=show,
-                      wait=time.sleep, max_wait_s=max_wait)
+    triage(store, ctl, quiet=as_json)
+    with live:
+        outcome = ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
+                          period_s=0.0 if once else period, on_pass=show,
+                          wait=time.sleep, max_wait_s=max_wait)
     if outcome.waited_out:
         nxt = min(outcome.pending.items(), key=lambda kv: kv[1][0])
         err_console.print(
@@ -340,6 +340,20 @@ def run(
             f"{len(outcome.pending)} timed step(s) still to come; next: {plain(nxt[1][1])} of "
             f"{plain(nxt[0])} in {nxt[1][0] - ctl.clock():.0f} s")
         raise typer.Exit(EXIT_PENDING)
+
+
+def triage(store: Store, ctl: Controller, *, quiet: bool) -> None:
+    """The fleet state's failing certifications move their parts out of service (the next
+    pass drains them); parts evidence pulled come back on newer passing evidence."""
+    tri = apply_findings(store, ctl.topo, state=ctl.state)
+    promote_passing(store, ctl.topo, report=tri, state=ctl.state)
+    moved = tri.trays_triaged or tri.racks_rack_level or tri.racks_escalated
+    if (tri.findings or moved or tri.promoted) and not quiet:
+        console.print(f"triage: {tri.findings} new certify findings -> "
+                      f"{len(tri.trays_triaged)} trays to triage, "
+                      f"{len(tri.racks_rack_level)} racks rack-level, "
+                      f"{len(tri.racks_escalated)} racks escalated, {len(tri.noted)} noted"
+                      + "".join(f"; {k} {v}" for k, v in sorted(tri.promoted.items())))
 
 
 def coolant_policy(text: str | None) -> FaultPolicy:

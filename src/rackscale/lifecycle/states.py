@@ -15,8 +15,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from rackscale.errors import UserError
-from rackscale.state import BAD_TRAY_STATES as _BAD
-from rackscale.state import SERVING_RACK_STATES as _SERVING
+from rackscale.state import BAD_TRAY_STATE_NAMES as _BAD
+from rackscale.state import SERVING_RACK_STATE_NAMES as _SERVING
 
 if TYPE_CHECKING:
     from rackscale.fleet import RackTemplate

@@ -9,20 +9,20 @@ own state, which says why.
 from __future__ import annotations
 
 # Rack states in which its trays may serve jobs (be resumed in Slurm).
-SERVING_RACK_STATES = frozenset({"production", "degraded"})
+SERVING_RACK_STATE_NAMES = frozenset({"production", "degraded"})
 # Tray states that take a tray out of service on its own account.
-BAD_TRAY_STATES = frozenset({"triage", "repair", "rma"})
+BAD_TRAY_STATE_NAMES = frozenset({"triage", "repair", "rma"})
 
 
 def serving_state(tray_state: str | None, rack_state: str | None) -> str | None:
     """The state that decides whether a job can use the tray's GPUs: the tray's own, or its
     rack's when the tray is in production and the rack does not serve."""
     if tray_state == "production" and rack_state is not None \
-            and rack_state not in SERVING_RACK_STATES:
+            and rack_state not in SERVING_RACK_STATE_NAMES:
         return rack_state
     return tray_state
 
 
 def serves(tray_state: str | None, rack_state: str | None) -> bool:
     """Whether a job may be placed on the tray now (its rack serves and it is in production)."""
-    return rack_state in SERVING_RACK_STATES and tray_state == "production"
+    return rack_state in SERVING_RACK_STATE_NAMES and tray_state == "production"
