@@ -94,7 +94,15 @@ MODULES: dict[str, list[str]] = {
 # module here is reported by the staleness test (tests/test_mutation_scores.py) as pending,
 # not as scored; one whose score is current again must leave this list (the test says so).
 # TESTING.md's table lists them as pending with their last score as history.
-RESCORE_PENDING: dict[str, str] = {}
+RESCORE_PENDING: dict[str, str] = {
+    "lifecycle/triage.py": "reworked to read raw rows and write one batch per pass (linear "
+    "onboarding at 1,778 racks), and a certified rack with trays out now serves degraded at "
+    "once; the full re-score (about 21 minutes) is pending",
+    "lifecycle/repository.py": "the per-pass row read and the one wording of a gated refusal "
+    "moved here for the batched writes; the re-score (about 7 minutes) is pending",
+    "state/model.py": "`entered` and `last_entered` (a part's last repair from the fleet "
+    "state, not the log) were added; the re-score (about 10 minutes) is pending",
+}
 
 # The operators scored (full names match); see the docstring and TESTING.md. Comparisons: each
 # of == != < <= > >= is replaced by every other of the six (5 mutants per comparison), `is` and
@@ -126,6 +134,8 @@ class Equivalent:
 
 
 EQUIVALENT: list[Equivalent] = [
+    Equivalent("lifecycle/states.py", "ReplaceComparisonOperator_LtE_Eq", r"if bad <=",
+               "bad is a count of trays out of service: never negative, so <= 0 is == 0"),
     Equivalent("*", "ReplaceTrueWithFalse", r"slots=True",
                "slots=False only costs memory: no behaviour reads __slots__"),
     Equivalent("*", "ReplaceTrueWithFalse", r"zip\(.*strict=True",

@@ -226,3 +226,4 @@ def test_a_serving_rack_with_trays_out_is_degraded_and_an_nvl72_past_its_limit_c
     assert trays_out(nvl, 2).startswith("2 trays out")
     assert "NVL72" not in trays_out(hgx, 2) and trays_out(hgx, 2).startswith("2 nodes out")
     assert trays_out(hgx, 1).startswith("1 node out")
+    assert trays_out(nvl, 0).startswith("0 trays out") and trays_out(hgx, 0).startswith("0 nodes")

@@ -12,14 +12,12 @@ the legal targets. Nothing else in rackscale decides whether a move is allowed.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rackscale.errors import UserError
+from rackscale.fleet import RackTemplate
 from rackscale.state import BAD_TRAY_STATE_NAMES as _BAD
 from rackscale.state import SERVING_RACK_STATE_NAMES as _SERVING
-
-if TYPE_CHECKING:
-    from rackscale.fleet import RackTemplate
 
 
 class RackState(StrEnum):
