@@ -62,13 +62,14 @@ from rackscale.fleet.yamlsrc import SpecError, YamlSource, load_yaml, read_yaml,
 __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
     "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
-    "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES", "TOPOLOGY_CONF_HEADER",
-    "TOPOLOGY_PLUGINS",
-    "CduReading", "Component", "Fabric", "FleetSpec", "GpuPlace", "GpuSku", "HardwareModel",
-    "Holder", "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate",
-    "RegionSpec", "Route", "SpecError", "Topology", "UnknownComponent", "UnknownPlugin", "UnknownTemplate",
-    "YamlSource", "allreduce_busbw", "get_template", "hostlist", "load_fleet", "load_yaml", "parse_fleet",
-    "rack_nodes", "read_yaml", "render_topology_conf", "seed_fleet", "slurm_node_name", "synthetic_fleet", "validate",
+    "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
+    "TOPOLOGY_CONF_HEADER", "TOPOLOGY_PLUGINS", "CduReading", "Component", "Fabric", "FleetSpec",
+    "GpuPlace", "GpuSku", "HardwareModel", "Holder", "LinkClass", "NetworkSpec", "NicSku", "Rack",
+    "RackGroup", "RackTemplate", "RegionSpec", "Route", "SpecError", "Topology",
+    "UnknownComponent", "UnknownPlugin", "UnknownTemplate", "YamlSource", "allreduce_busbw",
+    "get_template", "hostlist", "load_fleet", "load_yaml", "parse_fleet", "rack_nodes",
+    "read_yaml", "render_topology_conf", "seed_fleet", "slurm_node_name", "synthetic_fleet",
+    "validate",
 ]
 
 

@@ -50,6 +50,12 @@ from rackscale.lifecycle.slurm import (
     SlurmControl,
     node_name,
 )
+from rackscale.lifecycle.slurm_topology import (
+    TopologyChange,
+    TopologySync,
+    topology_plugin,
+    topology_sync,
+)
 from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
     RACK_TRANSITIONS,
@@ -97,6 +103,8 @@ __all__ = [
     "SimPowerDriver",
     "SimSlurm",
     "SlurmControl",
+    "TopologyChange",
+    "TopologySync",
     "TrayState",
     "TriageReport",
     "UnknownLifecycleComponent",
@@ -119,6 +127,8 @@ __all__ = [
     "promote_passing",
     "set_goal",
     "state_of",
+    "topology_plugin",
+    "topology_sync",
     "transition",
     "trays_of",
 ]
