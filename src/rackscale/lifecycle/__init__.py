@@ -42,7 +42,7 @@ from rackscale.lifecycle.repository import (
     transition,
     trays_of,
 )
-from rackscale.lifecycle.service import drain
+from rackscale.lifecycle.service import drain, drain_out_of_service
 from rackscale.lifecycle.slurm import (
     REASON_PREFIX,
     ScontrolSlurm,
@@ -114,6 +114,7 @@ __all__ = [
     "coolant_conditions",
     "counts",
     "drain",
+    "drain_out_of_service",
     "enroll",
     "enrolled_racks",
     "flow_ok",

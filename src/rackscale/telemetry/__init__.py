@@ -10,6 +10,7 @@ from rackscale.telemetry.evaluate import (
     TelemetryEvidence,
     evaluate,
     node_hosts,
+    read_hosts,
 )
 from rackscale.telemetry.record import ScrapeReport, baselines, scrape
 from rackscale.telemetry.xid import XIDS, Xid, classify
@@ -17,5 +18,6 @@ from rackscale.telemetry.xid import XIDS, Xid, classify
 __all__ = [
     "STAGE", "XIDS", "Context", "Evaluation", "Finding", "GpuTelemetry", "Page",
     "ScrapeReport", "TelemetryError", "TelemetryEvidence", "Xid", "baselines", "classify",
-    "evaluate", "node_hosts", "parse_page", "read_source", "scrape",
+    "evaluate", "node_hosts", "parse_page", "read_hosts", "read_source",
+    "scrape",
 ]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rackscale.faults import COOLANT_FLOW_LOW, HBM_DEGRADED, NVLINK_PORT_DOWN, SLOW_GPU
 from rackscale.fleet import Topology, slurm_node_name
+from rackscale.inputs import load_yaml_data, read_text
 from rackscale.telemetry.dcgm import (
     ECC_DBE,
     NVLINK_CRC,
@@ -36,6 +37,7 @@ from rackscale.telemetry.dcgm import (
     XID,
     GpuTelemetry,
     Page,
+    TelemetryError,
 )
 from rackscale.telemetry.xid import classify
 
@@ -108,6 +110,27 @@ def node_hosts(topo: Topology) -> dict[str, str]:
 # dcgm-exporter's labels kept in a finding's evidence (a federation adds `instance`).
 KEPT_LABELS = ("UUID", "pci_bus_id", "device", "modelName", "DCGM_FI_DRIVER_VERSION",
                "err_code", "err_msg", "instance")
+
+
+def read_hosts(path: str, topo: Topology) -> dict[str, str]:
+    """A `--hosts FILE`: a YAML (or JSON) mapping of exporter Hostname -> tray id or Slurm node
+    name, e.g. `gpu-node-17: us-east/r03/c07`. Every value must name a tray of the fleet."""
+    data = load_yaml_data(read_text(path, "--hosts file", error=TelemetryError), path,
+                          error=TelemetryError)
+    if not isinstance(data, dict) or not data:
+        raise TelemetryError(f"--hosts {path}: write a mapping of exporter Hostname to tray "
+                             "id, e.g. `gpu-node-17: us-east/r03/c07`")
+    by_node = node_hosts(topo)
+    trays = set(by_node.values())
+    out: dict[str, str] = {}
+    for host, where in data.items():
+        tray = where if where in trays else by_node.get(str(where))
+        if tray is None:
+            raise TelemetryError(f"--hosts {path}: {host}: {where!r} is no tray or node of "
+                                 f"fleet {topo.spec.name} (tray ids look like "
+                                 f"{next(iter(sorted(trays)), 'region/r01/c01')})")
+        out[str(host)] = tray
+    return out
 
 
 def _evidence(page: Page, g: GpuTelemetry, name: str, value: float, key: str,
