@@ -181,3 +181,25 @@ def test_a_hosts_file_maps_exporter_names(exporter: Exporter, tmp_path: Path) ->
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2 and "east/r09/c01" in done.stderr
     store.close()
+
+
+def test_through_a_real_prometheus(exporter: Exporter, tmp_path: Path) -> None:
+    """A site whose Prometheus already scrapes dcgm-exporter points rackscale at Prometheus's
+    /federate: the page carries Prometheus's own labels and time stamps, and reads the same."""
+    from urllib.parse import quote
+
+    from tests.server.conftest import prometheus
+
+    store, _, db = _store(tmp_path)
+    exporter.pages["/metrics"] = page(_first())
+    (tmp_path / "prom").mkdir()
+    with prometheus([exporter], tmp_path / "prom") as prom:  # type: ignore[list-item]
+        prom.wait_for('count(DCGM_FI_DEV_XID_ERRORS) == 10')
+        match = quote('{__name__=~"DCGM_FI_DEV_.*"}')
+        rep = _cli("scrape", "--dcgm", f"{prom.url}/federate?match[]={match}", "--db", db)
+    assert _kinds(rep) == {"east/r01/c01/gpu1": ("gpu_dead", "fail"),
+                           "east/r01/c02/gpu1": ("hbm_degraded", "fail"),
+                           "east/r02/c01/gpu0": ("hbm_degraded", "fail")}
+    gpu_dead = next(f for f in rep["findings"] if f["kind"] == "gpu_dead")
+    assert gpu_dead["evidence"]["instance"] == exporter.url.removeprefix("http://")
+    store.close()
