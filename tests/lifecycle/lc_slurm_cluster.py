@@ -39,8 +39,11 @@ def available() -> str | None:
 
 
 @contextmanager
-def slurm_cluster(root: Path, nodes: list[str], cpus: int = 1) -> Iterator[Path]:
-    """Yields the slurm.conf path; every node (`cpus` CPUs) is up and idle when it yields."""
+def slurm_cluster(root: Path, nodes: list[str], cpus: int = 1,
+                  extra: list[str] | None = None) -> Iterator[Path]:
+    """Yields the slurm.conf path; every node (`cpus` CPUs) is up and idle when it yields.
+    `extra`: further slurm.conf lines (a TopologyPlugin, a HealthCheckProgram); files they
+    name beside slurm.conf (topology.conf) are the caller's to write into `root` first."""
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)
     procs: list[subprocess.Popen] = []
@@ -71,7 +74,7 @@ def slurm_cluster(root: Path, nodes: list[str], cpus: int = 1) -> Iterator[Path]
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
         "SelectType=select/cons_tres", "ReturnToService=2", "MpiDefault=none",
         "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
-        "SlurmctldTimeout=30", "SlurmdTimeout=30",
+        "SlurmctldTimeout=30", "SlurmdTimeout=30", *(extra or []),
     ]
     for n, p in zip(nodes, node_ports, strict=True):
         lines.append(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs={cpus} "

@@ -20,6 +20,7 @@ from rackscale.cli.report import app as report_app
 from rackscale.cli.serve import serve
 from rackscale.cli.simulate import app as simulate_app
 from rackscale.cli.statement import app as _statement_commands  # noqa: F401 (report keygen..)
+from rackscale.cli.telemetry import app as telemetry_app
 
 app = typer.Typer(
     cls=RackscaleGroup,
@@ -36,6 +37,7 @@ app.add_typer(simulate_app, name="simulate")
 app.add_typer(report_app, name="report")
 app.add_typer(lab_app, name="lab")
 app.add_typer(job_app, name="job")
+app.add_typer(telemetry_app, name="telemetry")
 app.command("serve")(serve)
 app.command("demo")(demo)
 

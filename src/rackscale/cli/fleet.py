@@ -1,4 +1,5 @@
-"""`rackscale fleet ...`: validate, show, load a fleet spec; paths and blast radius."""
+"""`rackscale fleet ...`: validate, show, load a fleet spec; paths and blast radius; the
+fleet's shape as Slurm's topology.conf."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from rich.table import Table
 
 from rackscale.cli._common import DbOption, FleetOption, JsonOption, console, emit_json, noun
 from rackscale.errors import UserError
-from rackscale.fleet import SEEDS, FleetSpec, Topology, load_fleet, seed_fleet
+from rackscale.fleet import (
+    SEEDS,
+    TOPOLOGY_PLUGINS,
+    FleetSpec,
+    Topology,
+    load_fleet,
+    render_topology_conf,
+    seed_fleet,
+)
 from rackscale.redact import redact_url
 from rackscale.store import Store, default_db_url, load_topology, loaded_spec
 
@@ -184,3 +193,19 @@ def affects(
         console.print(f"  {g}")
     if len(gpus) > 12:
         console.print(f"  ... and {len(gpus) - 12} more (use --json for all)")
+
+
+@app.command("topology-conf")
+def topology_conf(
+    plugin: str = typer.Option("tree", "--plugin", metavar="|".join(TOPOLOGY_PLUGINS),
+                               help="Slurm topology plugin the file is for: tree (Slurm "
+                               "22.05 and later) or block (Slurm 23.11 and later)."),
+    fleet: str | None = FleetOption,
+    db: str | None = DbOption,
+) -> None:
+    """Print Slurm's topology.conf for the fleet: one leaf switch (tree) or block (block) per
+    NVLink domain with its trays' node names, the scale-out leaves and spines above (tree).
+    Put it beside slurm.conf with TopologyPlugin=topology/PLUGIN."""
+    topo = Topology.build(resolve_spec(fleet, db))
+    # Plain stdout, not the Rich console: the text is a file, no markup or wrapping in it.
+    typer.echo(render_topology_conf(topo, plugin), nl=False)

@@ -53,6 +53,7 @@ from rackscale.lifecycle import (
     promote_passing,
     set_goal,
     state_of,
+    topology_sync,
     trays_of,
 )
 from rackscale.lifecycle import drain as drain_component
@@ -77,7 +78,8 @@ RedfishOption = typer.Option(
     "Credentials come from $RACKSCALE_BMC_CREDENTIALS (a file holding user:password) or "
     "$RACKSCALE_BMC_USER and $RACKSCALE_BMC_PASSWORD, never from the URL.", show_default=False)
 SlurmOption = typer.Option(None, "--slurm-conf", metavar="FILE",
-                           help="slurm.conf: drain/resume in real Slurm.")
+                           help="slurm.conf: drain/resume in real Slurm (lifecycle run also "
+                           "keeps topology.conf beside it in step with the fleet).")
 FaultsOption = typer.Option(
     None, "--faults", metavar="FILE", help="Faults file (certify's format; `demo` = the shipped "
     "one): CDU telemetry comes from the digital twin with these faults (coolant_flow_low, "
@@ -315,9 +317,14 @@ def run(
     live = err_console.status(f"pass 1 over {racks:,} racks", spinner="dots")
     done = 0
 
+    topo_sync = topology_sync(store, slurm_conf) if slurm_conf else None
+
     def show(rep: PassReport) -> None:
         nonlocal done
         done += 1
+        change = topo_sync.sync() if topo_sync is not None else None
+        if change is not None and not as_json:
+            console.print(f"slurm topology: {plain(change.message)}")
         if as_json:
             emit_json(rep.as_dict())
         else:

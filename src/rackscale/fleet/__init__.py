@@ -3,6 +3,16 @@
 from rackscale.fleet.cooling import NOMINAL_FLOW_MARGIN, NOMINAL_INLET_C, CduReading
 from rackscale.fleet.hardware import GPUS, NICS, PARTS, GpuSku, NicSku
 from rackscale.fleet.links import Fabric, HardwareModel, LinkClass, allreduce_busbw
+from rackscale.fleet.slurm_topology import (
+    HEADER as TOPOLOGY_CONF_HEADER,
+)
+from rackscale.fleet.slurm_topology import PLUGINS as TOPOLOGY_PLUGINS
+from rackscale.fleet.slurm_topology import (
+    UnknownPlugin,
+    hostlist,
+    rack_nodes,
+    render_topology_conf,
+)
 from rackscale.fleet.spec import (
     SEEDS,
     FleetSpec,
@@ -53,11 +63,13 @@ __all__ = [
     "CDU", "COMPUTE_TRAY", "CPU", "DEFAULT_MAX_BAD_TRAYS", "DPU", "GPU", "GPUS", "KINDS", "LEAF",
     "LPM_PER_KW", "NIC", "NICS", "NODE", "NOMINAL_FLOW_MARGIN", "NOMINAL_INLET_C", "NVSWITCH",
     "PARTS", "POWER_SHELF", "RACK", "REGION", "SEEDS", "SPINE", "SWITCH_TRAY", "TEMPLATES",
-    "CduReading", "Component", "Fabric", "FleetSpec", "GpuPlace", "GpuSku", "HardwareModel",
-    "Holder", "LinkClass", "NetworkSpec", "NicSku", "Rack", "RackGroup", "RackTemplate",
-    "RegionSpec", "Route", "SpecError", "Topology", "UnknownComponent", "UnknownTemplate",
-    "YamlSource", "allreduce_busbw", "get_template", "load_fleet", "load_yaml", "parse_fleet",
-    "read_yaml", "seed_fleet", "slurm_node_name", "synthetic_fleet", "validate",
+    "TOPOLOGY_CONF_HEADER", "TOPOLOGY_PLUGINS", "CduReading", "Component", "Fabric", "FleetSpec",
+    "GpuPlace", "GpuSku", "HardwareModel", "Holder", "LinkClass", "NetworkSpec", "NicSku", "Rack",
+    "RackGroup", "RackTemplate", "RegionSpec", "Route", "SpecError", "Topology",
+    "UnknownComponent", "UnknownPlugin", "UnknownTemplate", "YamlSource", "allreduce_busbw",
+    "get_template", "hostlist", "load_fleet", "load_yaml", "parse_fleet", "rack_nodes",
+    "read_yaml", "render_topology_conf", "seed_fleet", "slurm_node_name", "synthetic_fleet",
+    "validate",
 ]
 
 

@@ -43,13 +43,19 @@ from rackscale.lifecycle.repository import (
     transition,
     trays_of,
 )
-from rackscale.lifecycle.service import drain
+from rackscale.lifecycle.service import drain, drain_out_of_service
 from rackscale.lifecycle.slurm import (
     REASON_PREFIX,
     ScontrolSlurm,
     SimSlurm,
     SlurmControl,
     node_name,
+)
+from rackscale.lifecycle.slurm_topology import (
+    TopologyChange,
+    TopologySync,
+    topology_plugin,
+    topology_sync,
 )
 from rackscale.lifecycle.states import RACK as RACK_MACHINE
 from rackscale.lifecycle.states import (
@@ -101,6 +107,8 @@ __all__ = [
     "SimPowerDriver",
     "SimSlurm",
     "SlurmControl",
+    "TopologyChange",
+    "TopologySync",
     "TrayState",
     "TriageReport",
     "UnknownLifecycleComponent",
@@ -110,6 +118,7 @@ __all__ = [
     "coolant_conditions",
     "counts",
     "drain",
+    "drain_out_of_service",
     "enroll",
     "enrolled_racks",
     "flow_ok",
@@ -124,6 +133,8 @@ __all__ = [
     "repair",
     "set_goal",
     "state_of",
+    "topology_plugin",
+    "topology_sync",
     "transition",
     "trays_of",
 ]

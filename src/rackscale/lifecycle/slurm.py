@@ -111,6 +111,10 @@ class ScontrolSlurm:
         if nodes:
             self._run("update", f"nodename={','.join(nodes)}", "state=resume")
 
+    def reconfigure(self) -> None:
+        """slurmctld re-reads its configuration files (topology.conf among them)."""
+        self._run("reconfigure")
+
 
 def _fields(line: str) -> dict[str, str]:
     """`scontrol -o show node` prints key=value pairs; Reason runs to `[user@time]` or the end

@@ -56,6 +56,7 @@ class Kind(StrEnum):
     LIFECYCLE_INTERLOCK = "lifecycle.interlock"
     LIFECYCLE_SLURM = "lifecycle.slurm"
     LIFECYCLE_NOTED = "lifecycle.noted"
+    TELEMETRY_COUNTERS = "telemetry.counters"
     SIMULATE_RUN = "simulate.run"
     SIMULATE_SWEEP = "simulate.sweep"
     SIMULATE_STORAGE_WHATIF = "simulate.storage_whatif"
@@ -334,6 +335,22 @@ class LifecycleNotedV1(Closed):
 
     finding_seq: int
     action: Literal["none"] = "none"
+
+
+# ---------------------------------------------------------------------------------- telemetry
+@event_kind("telemetry.counters")
+class TelemetryCountersV1(Closed):
+    """The error and throttle counters a GPU telemetry source last reported for one tray or
+    node (component_id: that tray): `counters` maps the GPU's index in the tray ("0".."7")
+    to DCGM field -> value. Written when they differ from the tray's previous such event, so
+    a rise (NVLink CRC errors, thermal or power throttling) is measured against it and a
+    repeated scrape writes nothing. Findings from telemetry are `certify.finding` events of
+    stage `telemetry`."""
+
+    source: str
+    host: str
+    counters: dict[str, dict[str, float]]
+    measured: Literal[True] = True
 
 
 # ---------------------------------------------------------------------------------- simulate
