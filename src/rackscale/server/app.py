@@ -104,6 +104,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app.state.config, app.state.store, app.state.cache = config, store, cache
     app.state.checkpoints = ops.CheckpointSource(config.checkpoints)
     app.state.jobs = jobs.CertifyJobs(store)
+    app.state.streams = stream.StreamSlots(config.max_streams, config.max_streams_per_client)
     metrics_source = Metrics(cache, app.state.checkpoints)
     errors.install(app)
     app.include_router(router)
