@@ -29,7 +29,7 @@ def _headers(url: str) -> tuple[int, dict[str, str], str]:
 @pytest.mark.parametrize("path", PATHS)
 def test_every_answer_has_the_security_headers(server: Server, path: str) -> None:
     for _ in range(2):  # the second GET of a read may come from the hot-read cache
-        _, h, body = _headers(server.url + path)
+        _, h, _body = _headers(server.url + path)
         assert h.get("x-frame-options") == "DENY", (path, h)
         assert h.get("x-content-type-options") == "nosniff", (path, h)
         csp = h.get("content-security-policy", "")
