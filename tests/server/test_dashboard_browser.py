@@ -45,7 +45,10 @@ def browser() -> Iterator[Any]:
 
 
 def _axe(page: Any) -> list[Any]:
-    page.add_script_tag(content=AXE.read_text())
+    # The page runs only scripts with its nonce (Content-Security-Policy): axe gets it too.
+    page.evaluate("src => { const s = document.createElement('script'); "
+                  "s.nonce = document.querySelector('script[nonce]').nonce; "
+                  "s.textContent = src; document.head.append(s); }", AXE.read_text())
     result = page.evaluate("async () => { const r = await axe.run(document); "
                            "return {passes: r.passes.length, violations: r.violations"
                            ".map(v => [v.id, v.impact, v.nodes.length, "
@@ -239,3 +242,30 @@ def test_new_finding_and_transition_appear_live(own_server: Server, browser: Any
             assert int(p.locator("#seq").inner_text()) == seqs[0]
     finally:
         ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_dashboard_reconnects_after_its_stream_was_refused(
+        demo_db: Path, tmp_path: Path, browser: Any) -> None:
+    """A page whose stream is refused (this client holds its share of streams: 429) says it
+    retries, and connects once a slot is free; the browser alone would give up for good."""
+    import http.client
+
+    from playwright.sync_api import expect
+
+    srv = start_server(copy_db(demo_db, tmp_path / "rackscale.db"), tmp_path,
+                       extra=["--max-streams-per-client", "1"])
+    conn = http.client.HTTPConnection("127.0.0.1", int(srv.url.rsplit(":", 1)[1]), timeout=30)
+    ctx = browser.new_context()
+    try:
+        conn.request("GET", "/api/v1/stream")  # holds the one slot of 127.0.0.1
+        assert conn.getresponse().status == 200
+        page = ctx.new_page()
+        page.goto(srv.url + "/")
+        expect(page.locator("#live-status")).to_contain_text("retrying in", timeout=30_000)
+        conn.close()
+        expect(page.locator("#live-status")).to_contain_text("connected", timeout=60_000)
+    finally:
+        ctx.close()
+        conn.close()
+        stop_server(srv)

@@ -7,6 +7,7 @@ keys (`access_key_env`, `secret_key_env`); inline keys are accepted only from a 
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,7 @@ from rackscale.checkpoint.errors import ConfigError
 from rackscale.checkpoint.hashing import DEFAULT_ALGO
 from rackscale.checkpoint.objectstore import LocalDirStore, ObjectStore
 from rackscale.inputs import load_json, load_yaml_data, read_text
+from rackscale.redact import redact_url
 
 MiB = 1 << 20
 
@@ -44,6 +46,8 @@ class StoreSpec(BaseModel):
         if self.kind == "s3" and not (self.endpoint and self.bucket):
             raise ValueError(f"store {self.name!r}: kind 's3' needs `endpoint` "
                              f"(http://host:port) and `bucket`")
+        if self.kind == "s3" and self.endpoint:
+            _check_endpoint(self.name, self.endpoint)
         return self
 
     def build(self) -> ObjectStore:
@@ -59,6 +63,30 @@ class StoreSpec(BaseModel):
         return S3Store(name=self.name, endpoint=self.endpoint or "", bucket=self.bucket or "",
                        access_key=access, secret_key=secret, region=self.region,
                        timeout_s=self.timeout_s)
+
+
+def _check_endpoint(name: str, endpoint: str) -> None:
+    """An S3 endpoint is `http(s)://host[:port][/path]`: the S3 client builds every request URL
+    from it and takes no query string or fragment (a token there would be sent nowhere useful
+    and shown in its errors). Messages show the endpoint redacted."""
+    shown = redact_url(endpoint, keep_user=False)
+    form = "give it as http://host:port (or https://...)"
+    try:
+        parts = urllib.parse.urlsplit(endpoint)
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"store {name!r}: endpoint {shown} is not a URL (a bad port or "
+                         f"address); {form}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"store {name!r}: endpoint {shown} needs a scheme http or https and a "
+                         f"host; {form}")
+    if parts.query or parts.fragment or endpoint.rstrip().endswith(("?", "#")):
+        raise ValueError(f"store {name!r}: endpoint {shown} has a query string or fragment, "
+                         f"which an S3 endpoint does not take; {form}, and give its keys "
+                         f"through the environment variables named by access_key_env and "
+                         f"secret_key_env")
+    if port == 0:
+        raise ValueError(f"store {name!r}: endpoint {shown} has port 0; {form}")
 
 
 class Retention(BaseModel):

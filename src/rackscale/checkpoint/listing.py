@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 from rackscale.checkpoint.errors import CheckpointError
-from rackscale.checkpoint.manifest import Manifest
+from rackscale.checkpoint.manifest import ORDER, CkptState, Manifest, current_state
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.restore import Restorer
 from rackscale.checkpoint.tiers import Tiers
@@ -49,6 +49,23 @@ def catalog_of(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict:
         return {}
 
 
+def furthest_state(tiers: Tiers, states: dict[str, float],
+                   presence: dict[str, str]) -> str:
+    """The furthest state a checkpoint reached, by the state order (not by key order: a
+    manifest stores its states with sorted keys, where "staged" sorts last). A node without
+    the saver's catalog reads the states of one tier's manifest, which stop at that tier; the
+    tiers that hold a whole copy say how far it went beyond."""
+    reached = [st for st in (current_state(states),) if st is not None]
+    held = {name for name, p in presence.items() if p == "yes"}
+    if tiers.region.name in held:
+        reached.append(CkptState.REGION)
+    if tiers.replicas and {r.name for r in tiers.replicas} <= held:
+        reached.append(CkptState.REPLICATED)
+    if tiers.archive is not None and tiers.archive.name in held:
+        reached.append(CkptState.ARCHIVED)
+    return max(reached, key=ORDER.index).value if reached else "-"
+
+
 def listing_rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
     """The committed checkpoints as `checkpoint ls` and the server list them: state, RPO
     (staged to region) and which tiers hold each; a damaged one is a row that says why."""
@@ -66,8 +83,9 @@ def listing_rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
             continue
         states = cat.get("states") or m.states
         rpo = states["region"] - states["staged"] if {"region", "staged"} <= set(states) else None
+        presence = tier_presence(tiers, r, ckpt_id, m)
         rows.append({"id": ckpt_id, "step": m.step, "bytes": m.total_bytes, "hash": m.hash,
-                     "algo": m.algo, "state": list(states)[-1] if states else "-",
-                     "states": states, "rpo_s": rpo, "tiers": tier_presence(tiers, r, ckpt_id, m),
+                     "algo": m.algo, "state": furthest_state(tiers, states, presence),
+                     "states": states, "rpo_s": rpo, "tiers": presence,
                      "errors": cat.get("errors", {}), "manifest_from": src})
     return rows

@@ -20,6 +20,17 @@ from typing import Protocol, runtime_checkable
 
 from rackscale.checkpoint.errors import AlreadyExists, CheckpointError, ObjectMissing
 
+# The endings of the files the tiers write beside an object before it is one (a durable write,
+# a multipart completion, an import's copy, a restore's download). Only these dotfiles are not
+# objects: DCP's own `.metadata` is, and a listing that hid it made a whole checkpoint read as
+# missing and let retention leave it behind.
+TEMP_SUFFIXES = (".tmp", ".import", ".partial")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the file `name` is one of the tiers' own half-written files, not an object."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIXES)
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
@@ -186,9 +197,10 @@ class LocalDirStore:
             return []
         out = []
         for dirpath, dirnames, filenames in os.walk(base):
+            # dot-directories are the store's own (`.uploads`), never part of a key
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for fn in filenames:
-                if fn.startswith("."):
+                if is_temporary(fn):
                     continue
                 key = os.path.relpath(os.path.join(dirpath, fn), self.root).replace(os.sep, "/")
                 if key.startswith(prefix):

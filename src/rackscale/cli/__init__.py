@@ -5,6 +5,8 @@ Each noun lives in its own module here and is registered below; `demo` runs the 
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from rackscale import __version__
@@ -57,4 +59,14 @@ def _root(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception as err:
+        # A bug, not bad input (that is a UserError, exit 2). Its traceback quotes the values
+        # it failed on, a URL's token or an echoed header among them: it is printed through
+        # the one redaction (no local variables), and the command exits 1.
+        from rackscale.redact import redacted_traceback
+
+        sys.stderr.write(redacted_traceback(err))
+        sys.stderr.write("rackscale stopped on an internal error (above); please report it\n")
+        sys.exit(1)

@@ -6,7 +6,23 @@ import typer
 
 from rackscale.cli._common import DbOption
 from rackscale.errors import UserError
-from rackscale.server import TOKEN_ENV, ServerConfig, read_token
+from rackscale.server import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CLIENT,
+    DEFAULT_STREAM_IDLE_S,
+    TOKEN_ENV,
+    ServerConfig,
+    read_token,
+)
+
+MaxStreamsOpt = typer.Option(DEFAULT_MAX_STREAMS, "--max-streams", metavar="INT",
+                             help="Live streams open at once, in all (503 past it).")
+PerClientOpt = typer.Option(DEFAULT_MAX_STREAMS_PER_CLIENT, "--max-streams-per-client",
+                            metavar="INT", help="Live streams one client address may hold "
+                            "(429 past it).")
+IdleOpt = typer.Option(DEFAULT_STREAM_IDLE_S, "--stream-idle-s", metavar="SECONDS",
+                       help="End a live stream after this long without a change (the "
+                       "dashboard reconnects).")
 
 
 def serve(
@@ -25,6 +41,8 @@ def serve(
         "checkpoints /api/v1/checkpoints and /metrics list."),
     token: str | None = typer.Option(None, "--token", hidden=True, show_default=False,
                                      metavar="TEXT", help="Refused: see --token-file."),
+    max_streams: int = MaxStreamsOpt, max_streams_per_client: int = PerClientOpt,
+    stream_idle_s: float = IdleOpt,
 ) -> None:
     """Serve the API (/api/v1), the live dashboard (/) and Prometheus metrics (/metrics)."""
     if token is not None:
@@ -34,7 +52,9 @@ def serve(
     try:
         from rackscale.server import serve as run_server
         cfg = ServerConfig(db=db, host=host, port=port, allow_remote=allow_remote,
-                           token=read_token(token_file), checkpoints=checkpoints)
+                           token=read_token(token_file), checkpoints=checkpoints,
+                           max_streams=max_streams, max_streams_per_client=max_streams_per_client,
+                           stream_idle_s=stream_idle_s)
         import fastapi  # noqa: F401  (checked here to name the extra, not fail in a traceback)
         import uvicorn  # noqa: F401
     except ModuleNotFoundError as err:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from rackscale.cli._common import JsonOption, console, emit_json
+from rackscale.cli._common import JsonOption, check_out_file, console, emit_json
 from rackscale.cli.report import app
 
 DirArgument = typer.Argument(..., metavar="DIR", help="A report directory written by "
@@ -30,6 +30,10 @@ def keygen(
     from rackscale.report import keygen as make
     from rackscale.report import write_redaction_key
 
+    # Both files can be written (not a directory, /proc or a read-only place) before either is.
+    check_out_file(key, "--key")
+    if not redaction:
+        check_out_file(key.with_name(key.name + ".pub"), "--key (its FILE.pub)")
     if redaction:
         out: dict[str, Any] = {"redaction_key": str(write_redaction_key(key, force=force))}
     else:

@@ -114,7 +114,7 @@ class RedfishPowerDriver:
             # A BMC's error body may echo the request, Authorization header included: it is
             # shown only through the redaction, which also knows our own password.
             raise DriverError(f"Redfish {method} {self.base}{path}: HTTP {err.code} "
-                              f"{self._redact(repr(err.read()[:200]))}") from None
+                              f"{self._shown(err.read()[:200])}") from None
         except urllib.error.URLError as err:
             raise DriverError(f"Redfish BMC at {self.base} unreachable: "
                               f"{self._redact(str(err.reason))}") from None
@@ -126,8 +126,13 @@ class RedfishPowerDriver:
             return json.loads(raw) if raw else None
         except json.JSONDecodeError:
             raise DriverError(f"Redfish {method} {self.base}{path}: the answer is not JSON "
-                              f"({self._redact(repr(raw[:80]))}); is --redfish the BMC's base "
+                              f"({self._shown(raw[:80])}); is --redfish the BMC's base "
                               "URL?") from None
+
+    def _shown(self, body: bytes) -> str:
+        """A BMC's answer as a message shows it: redacted as the text it is, then quoted (a
+        repr first would double every escape and hide a JSON-escaped echo from the redaction)."""
+        return repr(self._redact(body.decode("utf-8", "replace")))
 
     def _redact(self, text: str) -> str:
         c = self._credentials

@@ -65,11 +65,16 @@ def write_redaction_key(path: Path, *, force: bool = False) -> Path:
     """A new random redaction secret (32 bytes, hex) in `path`, mode 0600."""
     if path.exists() and not force:
         raise RedactError(f"{path} exists; choose another --key or pass --force to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_hex(32) + "\n")
-    os.chmod(path, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        os.chmod(path, 0o600)
+    except OSError as err:
+        raise RedactError(f"--key {path}: cannot write the redaction key there "
+                          f"({err.strerror or err}); give a path in a directory you can "
+                          "write to") from None
     return path
 
 

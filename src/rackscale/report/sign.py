@@ -54,15 +54,20 @@ def keygen(out: Path, *, force: bool = False) -> tuple[Path, Path, str]:
             raise KeyFileError(f"{p} exists; choose another --out or pass --force to replace it")
     key = ed.Ed25519PrivateKey.generate()
     pem = key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Created 0600 from the start (never world-readable, not even for a moment).
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem)
-    os.chmod(out, 0o600)
     pub = key.public_key()
-    write_atomic(pub_path, pub.public_bytes(ser.Encoding.PEM,
-                                            ser.PublicFormat.SubjectPublicKeyInfo))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 from the start (never world-readable, not even for a moment).
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        os.chmod(out, 0o600)
+        write_atomic(pub_path, pub.public_bytes(ser.Encoding.PEM,
+                                                ser.PublicFormat.SubjectPublicKeyInfo))
+    except OSError as err:
+        raise KeyFileError(f"--key {out}: cannot write the key pair there "
+                           f"({err.strerror or err}); give a path in a directory you can "
+                           "write to") from None
     return out, pub_path, key_id(pub.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rackscale.server.config import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CLIENT,
+    DEFAULT_STREAM_IDLE_S,
     TOKEN_ENV,
     ServerConfig,
     ServerConfigError,
@@ -15,7 +18,8 @@ from rackscale.server.config import (
     read_token,
 )
 
-__all__ = ["TOKEN_ENV", "ServerConfig", "ServerConfigError", "create_app", "is_loopback",
+__all__ = ["DEFAULT_MAX_STREAMS", "DEFAULT_MAX_STREAMS_PER_CLIENT", "DEFAULT_STREAM_IDLE_S",
+           "TOKEN_ENV", "ServerConfig", "ServerConfigError", "create_app", "is_loopback",
            "read_token", "serve"]
 
 

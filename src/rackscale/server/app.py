@@ -13,6 +13,7 @@ from rackscale.server import errors, jobs, ops, pages, stream
 from rackscale.server.api import raw_target, router, warm
 from rackscale.server.config import ServerConfig
 from rackscale.server.errors import error_response
+from rackscale.server.headers import SecurityHeaders
 from rackscale.server.metrics import CONTENT_TYPE, Metrics
 from rackscale.server.snapshot import SnapshotCache
 from rackscale.store import Store
@@ -104,6 +105,7 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app.state.config, app.state.store, app.state.cache = config, store, cache
     app.state.checkpoints = ops.CheckpointSource(config.checkpoints)
     app.state.jobs = jobs.CertifyJobs(store)
+    app.state.streams = stream.StreamSlots(config.max_streams, config.max_streams_per_client)
     metrics_source = Metrics(cache, app.state.checkpoints)
     errors.install(app)
     app.include_router(router)
@@ -112,7 +114,8 @@ def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
-    app.add_middleware(HotReads, cache=cache)  # added last: the outermost, before the rest
+    app.add_middleware(HotReads, cache=cache)  # the outermost but one, before the rest
+    app.add_middleware(SecurityHeaders)  # outermost: on every answer, a hot read's included
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

@@ -14,6 +14,11 @@ TOKEN_ENV = "RACKSCALE_SERVER_TOKEN"
 MIN_TOKEN_CHARS = 16
 # Requests carry a drain reason at most; anything bigger is refused before it is read.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
+# Live streams (each an open connection and a poll loop): in all, per client address, and how
+# long one may send nothing but keepalives before it ends (the dashboard reconnects).
+DEFAULT_MAX_STREAMS = 256
+DEFAULT_MAX_STREAMS_PER_CLIENT = 8
+DEFAULT_STREAM_IDLE_S = 120.0
 
 
 class ServerConfigError(UserError):
@@ -41,6 +46,9 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     poll_s: float = 2.0  # how often an open dashboard asks whether anything changed
     checkpoints: str | None = None  # a checkpoint tiers config (YAML/JSON) to list
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_streams_per_client: int = DEFAULT_MAX_STREAMS_PER_CLIENT
+    stream_idle_s: float = DEFAULT_STREAM_IDLE_S
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:
@@ -63,6 +71,14 @@ class ServerConfig:
             raise ServerConfigError("max_body_bytes: give 1024..1048576")
         if not 0.2 <= self.poll_s <= 60:
             raise ServerConfigError("poll_s: give 0.2..60 seconds")
+        if not 1 <= self.max_streams <= 100_000:
+            raise ServerConfigError(f"--max-streams {self.max_streams}: give 1..100000")
+        if not 1 <= self.max_streams_per_client <= self.max_streams:
+            raise ServerConfigError(f"--max-streams-per-client {self.max_streams_per_client}: "
+                                    f"give 1..--max-streams ({self.max_streams})")
+        if not 1 <= self.stream_idle_s <= 3600:  # NaN fails this too
+            raise ServerConfigError(f"--stream-idle-s {self.stream_idle_s:g}: give 1..3600 "
+                                    "seconds")
 
 
 def read_token(token_file: str | None) -> str | None:

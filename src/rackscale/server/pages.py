@@ -7,6 +7,7 @@ What each page shows is built as plain data in views.py; the templates only lay 
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -17,6 +18,7 @@ from rackscale.report import palette_css, state_class
 from rackscale.server import views
 from rackscale.server.api import check_id, snapshot
 from rackscale.server.errors import ApiError
+from rackscale.server.headers import page_policy
 from rackscale.server.ops import RPO_STATES, incidents, rpo_by_tier
 from rackscale.server.snapshot import Snapshot
 from rackscale.store import Kind
@@ -32,9 +34,13 @@ _CSS = palette_css()
 
 
 def render(name: str, request: Request, snap: Snapshot, **ctx: Any) -> HTMLResponse:
+    # The page's own scripts run by a nonce of this answer; any other script (one that text
+    # from the store smuggled into the page) does not run.
+    nonce = secrets.token_urlsafe(16)
     html = ENV.get_template(name).render({"rack_id": None} | ctx, seq=snap.seq,
-                                         stream_url=STREAM_URL, palette_css=_CSS)
-    return HTMLResponse(html)
+                                         stream_url=STREAM_URL, palette_css=_CSS,
+                                         csp_nonce=nonce)
+    return HTMLResponse(html, headers={"Content-Security-Policy": page_policy(nonce)})
 
 
 def _checkpoints(listing: dict[str, Any]) -> dict[str, Any]:
@@ -47,13 +53,14 @@ def _checkpoints(listing: dict[str, Any]) -> dict[str, Any]:
 
 
 def index_html(snap: Snapshot, *, recent: list[dict[str, Any]],
-               incident_rows: list[dict[str, Any]], checkpoints: dict[str, Any]) -> str:
+               incident_rows: list[dict[str, Any]], checkpoints: dict[str, Any],
+               nonce: str = "") -> str:
     """The fleet page of a snapshot (a pure function of its inputs: the scale test renders
-    it for a 1,778-rack ledger without a store)."""
+    it for a 1,778-rack ledger without a store); `nonce` lets its scripts run (see render)."""
     steps = views.ledger(snap)
     found = snap.derived("findings-view", views.findings)
     return ENV.get_template("index.html").render(
-        rack_id=None, seq=snap.seq, stream_url=STREAM_URL, palette_css=_CSS,
+        rack_id=None, seq=snap.seq, stream_url=STREAM_URL, palette_css=_CSS, csp_nonce=nonce,
         title=f"rackscale: {snap.fleet}", gpus=snap.gpu_total(), racks=len(snap.racks),
         map=views.fleet_map(snap), steps=steps, usable=steps[-1] if steps else {},
         findings=found, finding_kinds=views.finding_kinds(found),
@@ -65,9 +72,11 @@ def index_html(snap: Snapshot, *, recent: list[dict[str, Any]],
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request, snap: Snapshot = Depends(snapshot)) -> HTMLResponse:
     store = request.app.state.store
+    nonce = secrets.token_urlsafe(16)
     return HTMLResponse(index_html(snap, recent=views.recent_events(store, snap),
                                    incident_rows=incidents(store, snap),
-                                   checkpoints=request.app.state.checkpoints.get()))
+                                   checkpoints=request.app.state.checkpoints.get(), nonce=nonce),
+                        headers={"Content-Security-Policy": page_policy(nonce)})
 
 
 def _under(cid: Any, rack_id: str) -> bool:

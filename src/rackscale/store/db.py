@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from rackscale.errors import UserError
 from rackscale.redact import redact, redact_url, url_secrets
+from rackscale.store import jsondoc
 from rackscale.store.events import (
     EVENT_KINDS,
     InvalidPayload,
@@ -301,7 +302,9 @@ class Store:
         if file is not None:
             self._check_sqlite_file(file)
         try:
-            self.engine: Engine = create_engine(self.url, echo=echo, future=True)
+            # Standard JSON on every backend (see store/jsondoc.py).
+            self.engine: Engine = create_engine(self.url, echo=echo, future=True,
+                                                json_serializer=jsondoc.dumps)
         except (NoSuchModuleError, ModuleNotFoundError) as err:
             raise StoreError(
                 f"no database driver for {self.safe_url!r} ({self._mask(str(err))}); for "
@@ -462,8 +465,9 @@ class Store:
         part of a larger transaction (a state change and its event commit together). The
         payload must fit its kind's model (store/events.py): an unknown kind or a bad payload
         raises before anything is written."""
+        doc, nulled = jsondoc.standard(validated(kind, payload))
         row = EventRow(time=time or datetime.now(UTC), component_id=component_id, kind=kind,
-                       payload=validated(kind, payload), actor=actor, reason=reason)
+                       payload=doc, actor=actor, reason=jsondoc.nulled_reason(reason, nulled))
         if session is not None:
             session.add(row)
             session.flush()
@@ -505,9 +509,13 @@ class Store:
     @staticmethod
     def _rows(events: Iterable[NewEvent]) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
-        return [{"time": e.time or now, "component_id": e.component_id, "kind": e.kind,
-                 "payload": validated(e.kind, e.payload), "actor": e.actor, "reason": e.reason}
-                for e in events]
+        rows = []
+        for e in events:
+            doc, nulled = jsondoc.standard(validated(e.kind, e.payload))
+            rows.append({"time": e.time or now, "component_id": e.component_id, "kind": e.kind,
+                         "payload": doc, "actor": e.actor,
+                         "reason": jsondoc.nulled_reason(e.reason, nulled)})
+        return rows
 
     # The filters of one query, all keyword-only and optional: more than six by design.
     def events(self, *, component_id: str | None = None, prefix: str | None = None,

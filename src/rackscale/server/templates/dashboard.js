@@ -82,11 +82,25 @@ function openTarget(){const id=decodeURIComponent(location.hash.slice(1));
  const t=id&&document.getElementById(id);if(t&&t.tagName==='DETAILS')t.open=true;}
 window.addEventListener('hashchange',openTarget);openTarget();
 if(!window.EventSource){status.textContent='live updates: not supported by this browser';return;}
-let url=body.dataset.stream+'?after='+seq;
-if(rackPage)url+='&rack='+encodeURIComponent(rackPage);
-const es=new EventSource(url);
-es.addEventListener('open',function(){status.textContent='live updates: connected';});
-es.addEventListener('error',function(){status.textContent='live updates: reconnecting';});
-es.addEventListener('change',function(ev){try{apply(JSON.parse(ev.data));}catch(err){
- status.textContent='live updates: a message could not be read ('+err+')';}});
+// The browser reconnects a stream that ended by itself; one the server refused (429/503: too
+// many streams, with Retry-After) or lost is closed for good, so it is opened again here,
+// from the last seq applied, after a wait that doubles up to a minute (with jitter, so tabs
+// do not return together).
+let wait=2000;
+function connect(){
+ let url=body.dataset.stream+'?after='+seq;
+ if(rackPage)url+='&rack='+encodeURIComponent(rackPage);
+ const es=new EventSource(url);
+ es.addEventListener('open',function(){wait=2000;status.textContent='live updates: connected';});
+ es.addEventListener('error',function(){
+  if(es.readyState!==EventSource.CLOSED){status.textContent='live updates: reconnecting';return;}
+  es.close();
+  const ms=Math.round(wait*(0.75+Math.random()/2));wait=Math.min(wait*2,60000);
+  status.textContent='live updates: retrying in '+Math.round(ms/1000)+' s';
+  setTimeout(connect,ms);
+ });
+ es.addEventListener('change',function(ev){try{apply(JSON.parse(ev.data));}catch(err){
+  status.textContent='live updates: a message could not be read ('+err+')';}});
+}
+connect();
 })();
