@@ -172,7 +172,10 @@ def run(
         notes.append(message)
         err_console.print(f"[yellow]{escape(message)}[/]", soft_wrap=True)
 
-    state = Supervisor(cfg, setup, note=note).run()
+    from rackscale.owned import ends_cleanly
+
+    with ends_cleanly():  # SIGTERM stops the ranks and standbys as Ctrl-C does
+        state = Supervisor(cfg, setup, note=note).run()
     summary = {"job": state.job, "job_id": state.job_id, "finished": state.finished,
                "attempts": state.attempt, "excluded": state.excluded,
                "spares_left": state.spares, "assignment": state.assignment, "notes": notes}
@@ -381,7 +384,10 @@ def soak(
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
                             ckpt_every=ckpt_every, command=list(ctx.args), config=config)
-    result = _soak_with_bar(Soak(settings), disable=as_json)
+    from rackscale.owned import ends_cleanly
+
+    with ends_cleanly():  # SIGTERM lifts the faults and stops the job as Ctrl-C does
+        result = _soak_with_bar(Soak(settings), disable=as_json)
     result["event_seq"] = record_soak(Store(url), result)
     if as_json:
         emit_json(result)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rackscale import owned
 from rackscale.certify import Placement
 from rackscale.checkpoint import ResumePoint, Tiers, TiersConfig, for_job, resume_point
 from rackscale.durable import write_atomic
@@ -174,9 +175,11 @@ class Supervisor:
         rec.job(self.state, "resumed" if resumed else "started", ckpt_id, self.scope_note)
         try:
             return self._loop()
-        finally:
+        finally:  # however the loop ends (done, failed, a signal): nothing it started runs on
+            stop_all(self.procs, self.cfg.stop_timeout_s)
             if self.pool is not None:
                 self.pool.close(self.cfg.stop_timeout_s)
+            self._reap("at its end")
 
     def _loop(self) -> JobState:
         rec = self.setup.recorder
@@ -218,8 +221,11 @@ class Supervisor:
                    "RACKSCALE_RESUME": ckpt_id or ""}
             log = setup.job_dir / "logs" / f"a{st.attempt:03d}-r{rank:04d}.log"
             proc = self.pool.take(slot, env) if self.pool is not None else None
-            self.procs.append(proc or setup.launcher.start(setup.placement.place(slot),
-                                                           self.cfg.command, env, log))
+            if proc is None:  # a standby taken was recorded when it started
+                proc = setup.launcher.start(setup.placement.place(slot), self.cfg.command,
+                                            env, log)
+                owned.record(proc.pid, "rank")
+            self.procs.append(proc)
         st.rank_pids = [RankPid(pid=p.pid, start_ticks=start_ticks(p.pid) or 0)
                         for p in self.procs]
         st.save(setup.job_dir)
@@ -653,14 +659,37 @@ class Supervisor:
         return point
 
     def _stop_leftovers(self) -> None:
-        """Ranks of an earlier supervisor of this job that still run (a launch prefix the
-        death signal did not reach): killed by their recorded pid before anything starts."""
-        import os
+        """What an earlier supervisor of this job started and still runs (a supervisor killed
+        with -9 cannot stop it; a command that forks past the death signal): killed by the
+        ids recorded in the job's directory before anything starts. Then this supervisor
+        and all it starts are recorded there. A supervisor of the job that still runs is
+        refused: two would take each other's ranks for faults."""
         import signal
 
-        for pid in alive_ranks(self.state):
+        record = self.setup.job_dir / owned.RECORD
+        live = [p for p, role in owned.running(record, spare=owned.ancestry()).items()
+                if role == "supervisor"]
+        if live:
+            raise UserError(f"job {self.state.job} is supervised already (pid {live[0]}, "
+                            f"recorded in {record}); stop that one, or use another --job-dir")
+        self._reap("left by an earlier supervisor")
+        for pid in alive_ranks(self.state):  # a state written before the job kept a record
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        owned.add_record(record)
+        owned.record(os.getpid(), "supervisor", group=False)
+
+    def _reap(self, when: str) -> None:
+        """Kill what the job's record holds that still runs (not this process); said."""
+        record = self.setup.job_dir / owned.RECORD
+        before = owned.running(record, spare=owned.ancestry())
+        if not before:
+            return
+        left = owned.reap(record, self.cfg.stop_timeout_s)
+        roles = sorted(set(before.values()))
+        self.note(f"job {self.state.job}: stopped {len(before)} process(es) {when} "
+                  f"({', '.join(roles)}, by the ids in {record})"
+                  + (f"; {len(left)} did not stop: {sorted(left)}" if left else ""))
 
     def _fail(self, message: str, kind: type[UserError] = SparesExhausted) -> NoReturn:
         self.setup.recorder.job(self.state, "failed", None, message)
