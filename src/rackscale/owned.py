@@ -58,6 +58,12 @@ def start_ticks(pid: int) -> int | None:
     return int(f[19]) if f else None
 
 
+def dir_identity(path: Path) -> str:
+    """A directory's identity, device and inode: a copy of it has another."""
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
 def record(pid: int, role: str, *, group: bool = True, files: str | None = None) -> None:
     """Append `pid` to each record file of `files` (default `$RACKSCALE_PROCS`; nothing when
     unset). Called right after the process started: its start time and group are read now.
@@ -68,12 +74,13 @@ def record(pid: int, role: str, *, group: bool = True, files: str | None = None)
     f = _stat(pid)
     if not names or f is None:  # gone already: it left nothing to stop
         return
-    line = json.dumps({"pid": pid, "start_ticks": int(f[19]), "pgid": int(f[2]), "role": role,
-                       "group": group and int(f[2]) == pid,
-                       "by": os.getpid(), "t": time.time()}) + "\n"
+    entry = {"pid": pid, "start_ticks": int(f[19]), "pgid": int(f[2]), "role": role,
+             "group": group and int(f[2]) == pid, "by": os.getpid(), "t": time.time()}
     for name in names:
         path = Path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        # `home`: a copy of the directory holds lines of processes it does not own
+        line = json.dumps({**entry, "home": dir_identity(path.parent)}) + "\n"
         # one short write with O_APPEND: lines of several recorders never interleave
         with path.open("a", encoding="utf-8") as out:
             out.write(line)
@@ -87,15 +94,19 @@ def add_record(path: Path) -> None:
 
 
 def recorded(path: Path) -> list[Owned]:
-    """The record's entries; a line cut short (its writer killed mid-write) is skipped."""
+    """The record's entries; a line cut short (its writer killed mid-write) is skipped, and
+    so is one written in another directory (this one is a copy: it is not theirs)."""
     try:
         text = path.read_text(encoding="utf-8")
+        here = dir_identity(path.parent)
     except FileNotFoundError:
         return []
     out = []
     for line in text.splitlines():
         try:
             d = json.loads(line)
+            if d.get("home", here) != here:
+                continue
             out.append(Owned(pid=int(d["pid"]), start_ticks=int(d["start_ticks"]),
                              pgid=int(d["pgid"]), role=str(d["role"]),
                              group=bool(d.get("group", False))))
@@ -175,7 +186,8 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
 
 def die_with_own_parent() -> None:
     """For a process whose starter is a launch prefix (`sh -c`, which forks it): SIGKILL when
-    that prefix ends, as the prefix itself gets when its starter does."""
+    that prefix ends, as the prefix itself gets when its starter does. A prefix gone before
+    this call is not seen here (the process is then init's): the record's reap finds it."""
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getppid()
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

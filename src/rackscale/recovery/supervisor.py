@@ -41,7 +41,7 @@ from rackscale.recovery.detect import (
     timeout_of,
 )
 from rackscale.recovery.events import IncidentPayload
-from rackscale.recovery.heartbeat import BeatReader, RankBeats
+from rackscale.recovery.heartbeat import RUN_ENV, BeatReader, RankBeats
 from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.localize import Localized, Localizer
 from rackscale.recovery.racks import HotRacks, RackMove, SparesExhausted, hot_rack_move
@@ -110,6 +110,8 @@ class Supervisor:
                  note: Callable[[str], None] = _no_note) -> None:
         self.cfg, self.setup = cfg, setup
         self.note = note  # says what the operator should know (the CLI prints it on stderr)
+        self.run_id = ""  # the running attempt's id (its ranks' beats carry it)
+        self.copy_note = ""
         self.state = self._initial_state()
         self.scope_note = ""
         if self.state.job_id is None:  # new, or a state written before jobs had an id
@@ -157,9 +159,18 @@ class Supervisor:
                                 f"{gone[0]}, which {self.setup.placement.describe} does not "
                                 "have; resume it where it started (same --runner and --db), "
                                 "or use another --job-dir")
+            here = owned.dir_identity(self.setup.job_dir)
+            if old.home not in (None, here):
+                # The ranks recorded there are another directory's (the original's, maybe
+                # running still): never stopped from here.
+                self.copy_note = ("this job directory is a copy (or was moved across file "
+                                  "systems): the processes recorded in it are left alone")
+                old.rank_pids = []
+            old.home = here
             return old
         return JobState(job=self.setup.job, command=self.cfg.command, gpus=self.cfg.gpus,
-                        assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need])
+                        assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need],
+                        home=owned.dir_identity(self.setup.job_dir))
 
     # --- the loop -----------------------------------------------------------------------------
     def run(self) -> JobState:
@@ -170,8 +181,9 @@ class Supervisor:
         resumed = self.state.attempt > 0
         self._stop_leftovers()
         rec = self.setup.recorder
-        if self.scope_note:
-            self.note(f"job {self.state.job}: {self.scope_note}")
+        for said in (self.scope_note, self.copy_note):
+            if said:
+                self.note(f"job {self.state.job}: {said}")
         rec.job(self.state, "resumed" if resumed else "started", ckpt_id, self.scope_note)
         try:
             return self._loop()
@@ -206,6 +218,8 @@ class Supervisor:
     def _launch(self, ckpt_id: str | None) -> None:
         st, setup = self.state, self.setup
         st.attempt += 1
+        self.run_id = uuid.uuid4().hex[:12]  # this attempt's beats carry it (heartbeat.py)
+        self._set_aside_beats()
         port = _free_port()
         # rank 0 hosts the rendezvous: its scale-out address (a lab namespace's own address,
         # a Slurm node's; the loopback when every rank is a process on this host)
@@ -215,7 +229,7 @@ class Supervisor:
             env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
                    "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
-                   "RACKSCALE_ATTEMPT": str(st.attempt),
+                   "RACKSCALE_ATTEMPT": str(st.attempt), RUN_ENV: self.run_id,
                    "RACKSCALE_CKPT_CONFIG": str(self.tiers_file),
                    "RACKSCALE_JOB_ID": st.job_id or "",
                    "RACKSCALE_RESUME": ckpt_id or ""}
@@ -236,9 +250,26 @@ class Supervisor:
             self.pending = self.pending.model_copy(
                 update={"restart_s": round(self.launched_at - self.pending_t[0], 4)})
 
+    def _set_aside_beats(self) -> None:
+        """Beat files of this attempt or later that are here before its ranks start were
+        written by another run (a job directory used again, or copied): moved to
+        `beats/stale-<id>/`, kept, and said; the attempt's ranks start new files."""
+        st, d = self.state, self.setup.job_dir / "beats"
+        stale = [p for p in d.glob("a*-r*.jsonl")
+                 if p.name[1:4].isdigit() and int(p.name[1:4]) >= st.attempt]
+        if not stale:
+            return
+        away = d / f"stale-{self.run_id}"
+        away.mkdir(parents=True)
+        for p in stale:
+            p.rename(away / p.name)
+        self.note(f"job {st.job}: {len(stale)} heartbeat file(s) of attempt {st.attempt} or "
+                  f"later were here before its ranks started (another run's); moved to {away}")
+
     def _monitor(self) -> Outcome:
         cfg = self.cfg
-        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus,
+                            self.run_id)
         slow = StragglerDetector(self.state.gpus, cfg.detect)
         # Only a runner that can probe names the part behind a slow collective; without
         # one, all ranks suspected alike leave nothing to exclude.
@@ -547,7 +578,8 @@ class Supervisor:
         refused (committed parts are never written again). Bounded by the ranks' own hang
         timeouts; a rank that is past it is stopped as it is."""
         target = max((r.last_step for r in out.ranks), default=-1)
-        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus,
+                            self.run_id)
         ranks = reader.poll()
         deadline = time.time() + max(timeout_of(r, self.cfg.detect) for r in ranks)
         while time.time() < deadline:
