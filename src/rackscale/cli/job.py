@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, noun, plain, say
+from rackscale.owned import ends_cleanly
 
 if TYPE_CHECKING:
     from rackscale.fleet import Topology
@@ -171,8 +172,6 @@ def run(
     def note(message: str) -> None:  # as it happens, so a long job says it at once
         notes.append(message)
         err_console.print(f"[yellow]{escape(message)}[/]", soft_wrap=True)
-
-    from rackscale.owned import ends_cleanly
 
     with ends_cleanly():  # SIGTERM stops the ranks and standbys as Ctrl-C does
         state = Supervisor(cfg, setup, note=note).run()
@@ -384,8 +383,6 @@ def soak(
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
                             ckpt_every=ckpt_every, command=list(ctx.args), config=config)
-    from rackscale.owned import ends_cleanly
-
     with ends_cleanly():  # SIGTERM lifts the faults and stops the job as Ctrl-C does
         result = _soak_with_bar(Soak(settings), disable=as_json)
     result["event_seq"] = record_soak(Store(url), result)
