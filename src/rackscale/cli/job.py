@@ -29,6 +29,13 @@ JobDirOption = typer.Option(
 CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
                                help="Checkpoint every N steps (passed to the ranks).")
 StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+RunCkptEveryOption = typer.Option(
+    None, "--ckpt-every", min=1, show_default=False, help="Checkpoint every N steps (passed "
+    "to the ranks). Default: chosen as the job runs, sqrt(2 x measured save cost x MTBF) "
+    "(Young/Daly), said with its inputs (train-demo; another command gets 10).")
+MtbfOption = typer.Option(None, "--mtbf-h", min=0.001, show_default=False, help="The job's "
+                          "mean time between failures, hours, for the checkpoint interval. "
+                          "Default: the llama3 failure model's rate for --job-gpus GPUs.")
 
 
 class Timing(StrEnum):
@@ -91,8 +98,10 @@ def train_demo(
     `rackscale job run`, or alone as a one-rank job)."""
     from rackscale.recovery import DemoSettings, RankEnv, train, wait_for_rank
 
+    # No --ckpt-every under a supervisor that gives an MTBF: chosen as the job runs
+    chosen = None if os.environ.get("RACKSCALE_MTBF_S") else 10
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
-                     ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
+                     ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 0) or chosen,
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
                      slow_slot=slow_slot, slow_factor=slow_factor, slow_from=slow_from,
                      timing=timing.value)
@@ -115,7 +124,8 @@ def run(
                                         "default rackscale-data/lab)."),
     gpus: int = typer.Option(..., "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
-    ckpt_every: int = CkptEveryOption,
+    ckpt_every: int | None = RunCkptEveryOption,
+    mtbf_h: float | None = MtbfOption,
     steps: int = StepsOption,
     job_dir: Path = JobDirOption,
     config: Path = typer.Option(None, "--config", metavar="FILE", show_default=False,
@@ -155,14 +165,14 @@ def run(
         from rackscale.errors import UserError
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
-    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
+    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every or 10,
                           steps=steps, max_restarts=max_restarts, warm=_warm(runner, warm),
                           detect={"hang_floor_s": hang_floor_s,
                                   "startup_timeout_s": startup_timeout_s,
                                   "straggler_threshold": straggler_threshold,
                                   "straggler_steps": straggler_steps})
     check_job_dir(job_dir)
-    os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
+    os.environ.update(_cadence_env(ckpt_every, mtbf_h, gpus), RACKSCALE_STEPS=str(steps))
     # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
     # findings and incidents go where `lifecycle` and `job incidents` read them.
     db = db or default_db_url()
@@ -183,6 +193,21 @@ def run(
         return
     say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
         f"{', '.join(state.excluded) or 'none'}")
+
+
+def _cadence_env(ckpt_every: int | None, mtbf_h: float | None, gpus: int) -> dict[str, str]:
+    """What the ranks get for their checkpoint cadence: --ckpt-every, or the MTBF the
+    interval is chosen from (cadence.py), with where it came from."""
+    if ckpt_every is not None:
+        return {"RACKSCALE_CKPT_EVERY": str(ckpt_every)}
+    if mtbf_h is not None:
+        return {"RACKSCALE_MTBF_S": str(mtbf_h * 3600), "RACKSCALE_MTBF_FROM": "--mtbf-h"}
+    from rackscale.simulate import failure_model
+
+    m = failure_model("llama3")
+    return {"RACKSCALE_MTBF_S": str(3600 / (m.rate_per_gpu_h * gpus)),
+            "RACKSCALE_MTBF_FROM": f"the {m.name} failure model ({m.source}): "
+            f"{m.rate_per_gpu_h:.3g} interruptions per GPU-hour x {gpus} GPUs"}
 
 
 def _warm(runner: str, asked: bool | None) -> bool:

@@ -30,6 +30,8 @@ from rackscale.checkpoint import ResumePoint, Tiers, TiersConfig, for_job, resum
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.faults import COOLANT_FLOW_LOW
+from rackscale.recovery.cadence import CADENCE_FILE
+from rackscale.recovery.cadence import say as say_cadence
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
     CollectiveDetector,
@@ -111,6 +113,7 @@ class Supervisor:
         self.cfg, self.setup = cfg, setup
         self.note = note  # says what the operator should know (the CLI prints it on stderr)
         self.run_id = ""  # the running attempt's id (its ranks' beats carry it)
+        self.cadence_said = 0  # the attempt whose checkpoint interval was said
         self.copy_note = ""
         self.state = self._initial_state()
         self.scope_note = ""
@@ -250,6 +253,24 @@ class Supervisor:
             self.pending = self.pending.model_copy(
                 update={"restart_s": round(self.launched_at - self.pending_t[0], 4)})
 
+    def _say_cadence(self) -> None:
+        """The checkpoint interval rank 0 chose (cadence.py), with its inputs: said once per
+        attempt, when it first appears in this attempt (the file keeps the latest)."""
+        path = self.setup.job_dir / CADENCE_FILE
+        try:
+            at = path.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if self.cadence_said == self.state.attempt or at < self.launched_at:
+            return
+        self.cadence_said = self.state.attempt
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as err:  # written atomically: only a foreign file is unreadable
+            self.note(f"job {self.state.job}: {path} cannot be read ({err})")
+            return
+        self.note(f"job {self.state.job}: {say_cadence(d)}")
+
     def _set_aside_beats(self) -> None:
         """Beat files of this attempt or later that are here before its ranks start were
         written by another run (a job directory used again, or copied): moved to
@@ -309,6 +330,7 @@ class Supervisor:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             if now >= next_drain:
                 next_drain = now + DRAIN_POLL_S
+                self._say_cadence()
                 self._take_returns()
                 drained = self._drained()
                 if drained:
