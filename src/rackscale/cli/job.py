@@ -173,9 +173,7 @@ def run(
                                   "straggler_steps": straggler_steps})
     check_job_dir(job_dir)
     os.environ.update(_cadence_env(ckpt_every, mtbf_h, gpus), RACKSCALE_STEPS=str(steps))
-    # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
-    # findings and incidents go where `lifecycle` and `job incidents` read them.
-    db = db or default_db_url()
+    db = db or default_db_url()  # the store `lifecycle` and `job incidents` read
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
                         db=db, site=_site(runner, lab_dir, db))
     notes: list[str] = []
