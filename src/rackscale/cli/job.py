@@ -32,7 +32,7 @@ StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the jo
 RunCkptEveryOption = typer.Option(
     None, "--ckpt-every", min=1, show_default=False, help="Checkpoint every N steps (passed "
     "to the ranks). Default: chosen as the job runs, sqrt(2 x measured save cost x MTBF) "
-    "(Young/Daly), said with its inputs (train-demo; another command gets 10).")
+    "(Young/Daly), said with its inputs (train-demo; another command gets the MTBF).")
 MtbfOption = typer.Option(None, "--mtbf-h", min=0.001, show_default=False, help="The job's "
                           "mean time between failures, hours, for the checkpoint interval. "
                           "Default: the llama3 failure model's rate for --job-gpus GPUs.")
