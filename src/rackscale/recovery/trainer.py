@@ -280,7 +280,8 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         hb.beat("sync", step, compute_s=round(clock() - c0, 6), **({"ckpt": True} if busy
                                                                    else {}))
         flag = (1.0 if cad is not None and cad.due() else 0.0) if adaptive else None
-        due = _allreduce_grads(model, env.world, flag) if adaptive else step % every == 0
+        chosen = _allreduce_grads(model, env.world, flag)
+        due = chosen if adaptive else step % every == 0
         optim.step()
         saved: dict[str, float] = {}
         if cfg is not None and due and step < s.steps:
