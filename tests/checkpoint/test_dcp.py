@@ -42,7 +42,8 @@ def worker(rank: int, world: int, port: int, cfg: dict, mode: str, out: str) -> 
             else:
                 dcp.async_save(sd, storage_writer=writer).result()
             if rank == 0:
-                result[step] = writer.report.states if writer.report else None
+                # the save returned at the region's commit; the replica's follows it
+                result[step] = writer.handle.wait().states if writer.handle else None
     else:
         sd = {k: distribute_tensor(torch.zeros_like(v), mesh, [Shard(0)])
               for k, v in model_state(0).items()}

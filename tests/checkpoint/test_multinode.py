@@ -33,7 +33,9 @@ def save_steps(rank: int, world: int, mesh: Any, cfg: dict, node: str,
                 dcp.async_save(sd, storage_writer=w).result()
             else:
                 dcp.save(sd, storage_writer=w)
-            report = w.report if mode != "background" else w.handle.wait()  # type: ignore[union-attr]
+            # dcp.save returns at the region's commit (or, in background, the local one);
+            # the replicas' follow
+            report = w.handle.wait()  # type: ignore[union-attr]
             out[str(step)] = {"states": report.states if report else None,
                               "errors": report.errors if report else None}
         except (Exception, CheckpointException) as err:  # each rank reports what it saw

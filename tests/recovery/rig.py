@@ -59,11 +59,13 @@ def env() -> dict[str, str]:
 
 
 def start(job_dir: Path, cmd: list[str], *opts: str, gpus: int = 2, spares: int = 1,
-          db: Path | None = None) -> subprocess.Popen[str]:
-    """`rackscale job run` in the background, its JSON summary to `<job_dir>.out`."""
+          db: Path | None = None, ckpt_every: int | None = EVERY) -> subprocess.Popen[str]:
+    """`rackscale job run` in the background, its JSON summary to `<job_dir>.out`
+    (`ckpt_every` None: the job chooses its checkpoint interval)."""
+    every = ["--ckpt-every", str(ckpt_every)] if ckpt_every is not None else []
     args = [sys.executable, "-m", "rackscale", "job", "run", "--gpus", str(gpus), "--spares",
-            str(spares), "--ckpt-every", str(EVERY), "--job-dir", str(job_dir),
-            "--hang-floor-s", "5", *opts, "--json"]
+            str(spares), *every, "--job-dir", str(job_dir), "--hang-floor-s", "5", *opts,
+            "--json"]
     if db is not None:
         args += ["--db", f"sqlite:///{db}"]
     with Path(f"{job_dir}.out").open("w") as out:  # the child keeps its own copy

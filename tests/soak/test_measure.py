@@ -92,3 +92,23 @@ def test_a_cooling_fault_named_by_its_rack_is_said_so() -> None:
     assert _named(fault, {"component": "lab/r02"}) == "other part"
     assert _named({"component": "lab/r01/c01/nic0", "slot": "x"},
                   {"component": "lab/r01"}) == "other part"
+
+
+def test_the_saves_time_is_its_own_cause_not_other(tmp_path: Path) -> None:
+    """Steps 10, 20 and 30 of attempt 1 saved (0.2 s on rank 0, 0.3 s on rank 1): 0.9 s of
+    `checkpoint`, taken from `other`; a save only one rank reported (step 31, attempt 2,
+    never completed by both) does not count."""
+    job, faults = _job(tmp_path)
+    plain = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=26.0,
+                    faults=faults)["badput_s"]
+    for rank, cost in ((0, 0.2), (1, 0.3)):
+        with (job / "beats" / f"a001-r{rank:04d}.jsonl").open("a") as f:
+            for s in (10, 20, 30):
+                f.write(json.dumps({"phase": "step", "step": s, "t": 2.0 + (s - 1) * 0.25,
+                                    "saved_s": cost}) + "\n")
+    with (job / "beats" / "a002-r0000.jsonl").open("a") as f:
+        f.write(json.dumps({"phase": "step", "step": 31, "t": 15.4, "saved_s": 5.0}) + "\n")
+    b = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=26.0,
+                faults=faults)["badput_s"]
+    assert b["checkpoint"] == pytest.approx(0.9) and plain["checkpoint"] == 0
+    assert b["other"] == pytest.approx(plain["other"] - 0.9, abs=1e-3)

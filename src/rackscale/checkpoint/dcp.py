@@ -216,10 +216,16 @@ class TieredStorageWriter(FileSystemWriter):
                         os.unlink(os.path.join(self.path, name))
 
     def _wait(self, handle: SaveHandle) -> SaveReport:
+        """Until the region tier has this rank's save (committed or refused): the training
+        goes on then. The other regions and the archive follow off the training path, each
+        bounded by its store's timeouts; the lease and the manager go when they are done."""
         try:
-            return handle.wait()
-        finally:
+            report = handle.wait_region()
+        except BaseException:
             self._close()
+            raise
+        self._release_when_done(handle)
+        return report
 
     def _release_when_done(self, handle: SaveHandle) -> None:
         fut = handle._future

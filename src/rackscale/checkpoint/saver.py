@@ -74,16 +74,31 @@ class SaveReport:
 
 
 class SaveHandle:
-    def __init__(self, report: SaveReport, future: Future | None = None) -> None:
+    def __init__(self, report: SaveReport, future: Future | None = None,
+                 region: threading.Event | None = None) -> None:
         self.report = report
         self._future = future
+        # set once the region tier has the save (or has refused it): what a job needs to
+        # go on; the other regions and the archive follow in the background
+        self.region = region or threading.Event()
+        if future is None:
+            self.region.set()
 
     def done(self) -> bool:
         return self._future is None or self._future.done()
 
     def wait(self, timeout: float | None = None) -> SaveReport:
+        """Every tier's push done (or failed); raises what the push raised."""
         if self._future is not None:
             self._future.result(timeout)
+        return self.report
+
+    def wait_region(self, timeout: float | None = None) -> SaveReport:
+        """The region tier's push done (or failed): the replicas' and the archive's may still
+        run. Raises what the push raised when it ended before the region was reached."""
+        self.region.wait(timeout)
+        if self._future is not None and self._future.done():
+            self._future.result()
         return self.report
 
 
@@ -260,7 +275,9 @@ class CheckpointManager:
         advance(report.states, CkptState.STAGED)
         report.stall_s = time.perf_counter() - t0
         self.events("stage.done", {"id": ckpt_id})
-        handle = SaveHandle(report, self._worker.submit(self._background, report, items))
+        region = threading.Event()
+        handle = SaveHandle(report, self._worker.submit(self._background, report, items,
+                                                        region), region)
         self._inflight = handle
         return handle
 
@@ -275,7 +292,9 @@ class CheckpointManager:
             job = self._commit_local(report, entries, part)
         job.peer_errors = dict(peer_errors or {})
         job.wait_s = self.cfg.commit_timeout_s if part is not None and part.coordinator else 0
-        handle = SaveHandle(report, self._worker.submit(self._push_job, report, job))
+        region = threading.Event()
+        handle = SaveHandle(report, self._worker.submit(self._push_job, report, job, region),
+                            region)
         self._inflight = handle
         return handle
 
@@ -286,10 +305,9 @@ class CheckpointManager:
             journal = self.tiers.open_journal(ckpt_id, save_uuid)
             try:
                 names, stats = [e.name for e in entries], UploadStats()
-                for f in [self._tierpool.submit(self._send_early, store, ckpt_id, names, stats,
-                                                journal)
-                          for store in [self.tiers.region, *self.tiers.replicas]]:
-                    f.result()
+                # The region only: its rank waits for this, and a replica that hangs must
+                # not make it wait (the replicas' data goes out with the commit's push).
+                self._send_early(self.tiers.region, ckpt_id, names, stats, journal)
             finally:
                 journal.close()
         fut = self._worker.submit(run)
@@ -367,21 +385,28 @@ class CheckpointManager:
             tmp.replace(dest)
         return out
 
-    def _background(self, report: SaveReport, items: list[StagedItem]) -> None:
-        with self.tiers.lease(report.id):
-            try:
-                self.check_new_id(report.id)
-            except AlreadyCommitted as err:
-                report.errors["save"] = str(err)
-                raise
-            job = self._commit_local(report, items, None)
-            self._push_remote(report, job)
-            self.events("save.done", {"id": report.id})
+    def _background(self, report: SaveReport, items: list[StagedItem],
+                    region: threading.Event) -> None:
+        try:
+            with self.tiers.lease(report.id):
+                try:
+                    self.check_new_id(report.id)
+                except AlreadyCommitted as err:
+                    report.errors["save"] = str(err)
+                    raise
+                job = self._commit_local(report, items, None)
+                self._push_remote(report, job, region)
+                self.events("save.done", {"id": report.id})
+        finally:
+            region.set()  # however it ended: a waiter for the region is never left waiting
 
-    def _push_job(self, report: SaveReport, job: CommitJob) -> None:
-        with self.tiers.lease(report.id):
-            self._push_remote(report, job)
-            self.events("save.done", {"id": report.id})
+    def _push_job(self, report: SaveReport, job: CommitJob, region: threading.Event) -> None:
+        try:
+            with self.tiers.lease(report.id):
+                self._push_remote(report, job, region)
+                self.events("save.done", {"id": report.id})
+        finally:
+            region.set()
 
     def _commit_local(self, report: SaveReport, payload: list[StagedItem] | list[ItemEntry],
                       part: SavePart | None) -> CommitJob:
@@ -443,11 +468,13 @@ class CheckpointManager:
         except CheckpointError as err:
             return str(err)
 
-    def _push_remote(self, report: SaveReport, job: CommitJob) -> None:
+    def _push_remote(self, report: SaveReport, job: CommitJob,
+                     region: threading.Event | None = None) -> None:
         tiers, stats = self.tiers, report.stats
+        region = region or threading.Event()
         journal = tiers.open_journal(job.manifest.id, job.manifest.save_uuid, job.tag)
         try:
-            finished = self._push_tiers(report, job, journal, stats)
+            finished = self._push_tiers(report, job, (journal, region), stats)
         finally:
             journal.close()
         self._full_known(report, job)
@@ -461,9 +488,13 @@ class CheckpointManager:
                     "`resume()` pushes it again)", report.id, store.name, err,
                     list(report.states)[-1])
 
-    def _push_tiers(self, report: SaveReport, job: CommitJob, journal: Any,
-                    stats: UploadStats) -> bool:
+    def _push_tiers(self, report: SaveReport, job: CommitJob,
+                    journal_region: tuple[Any, threading.Event], stats: UploadStats) -> bool:
+        """Region, then the other regions, then the archive. The region's commit is what a
+        job waits for (`region` is set then): a replica that hangs delays only its own
+        commit, never the region's (its early data upload is waited for after it)."""
         tiers, states = self.tiers, report.states
+        journal, region = journal_region
         save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731
         early = []
         if "region" not in states and "replicated" not in states:
@@ -476,16 +507,19 @@ class CheckpointManager:
             try:
                 err = self._push_one(tiers.region, job, {**states, "region": time.time()},
                                      stats, journal)
+                if err:
+                    self._failed(report, tiers.region, err)
+                else:
+                    advance(states, CkptState.REGION)
+                    report.errors.pop(tiers.region.name, None)
+                save()
+                region.set()
             finally:  # the journal closes after this: nothing may still write to it
                 for f in early:
                     f.result()  # a failure was logged; the replica's push sends it again
             if err:
-                self._failed(report, tiers.region, err)
-                save()
                 return False
-            advance(states, CkptState.REGION)
-            report.errors.pop(tiers.region.name, None)
-            save()
+        region.set()
         if tiers.replicas and "replicated" not in states:
             futs = {r.name: (r, self._tierpool.submit(
                 self._push_one, r, job, {**states, "replicated": time.time()}, stats, journal))

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, noun, plain, say
+from rackscale.owned import ends_cleanly
 
 if TYPE_CHECKING:
     from rackscale.fleet import Topology
@@ -28,6 +29,13 @@ JobDirOption = typer.Option(
 CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
                                help="Checkpoint every N steps (passed to the ranks).")
 StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+RunCkptEveryOption = typer.Option(
+    None, "--ckpt-every", min=1, show_default=False, help="Checkpoint every N steps (passed "
+    "to the ranks). Default: chosen as the job runs, sqrt(2 x measured save cost x MTBF) "
+    "(Young/Daly), said with its inputs (train-demo; another command gets the MTBF).")
+MtbfOption = typer.Option(None, "--mtbf-h", min=0.001, show_default=False, help="The job's "
+                          "mean time between failures, hours, for the checkpoint interval. "
+                          "Default: the llama3 failure model's rate for --job-gpus GPUs.")
 
 
 class Timing(StrEnum):
@@ -90,8 +98,10 @@ def train_demo(
     `rackscale job run`, or alone as a one-rank job)."""
     from rackscale.recovery import DemoSettings, RankEnv, train, wait_for_rank
 
+    # No --ckpt-every under a supervisor that gives an MTBF: chosen as the job runs
+    chosen = None if os.environ.get("RACKSCALE_MTBF_S") else 10
     s = DemoSettings(steps=steps or _env_int("RACKSCALE_STEPS", 100),
-                     ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 10),
+                     ckpt_every=ckpt_every or _env_int("RACKSCALE_CKPT_EVERY", 0) or chosen,
                      width=width, depth=depth, batch=batch, seed=seed, pace_s=pace_s,
                      slow_slot=slow_slot, slow_factor=slow_factor, slow_from=slow_from,
                      timing=timing.value)
@@ -114,7 +124,8 @@ def run(
                                         "default rackscale-data/lab)."),
     gpus: int = typer.Option(..., "--job-gpus", min=1, help="Ranks of the job (one per GPU)."),
     spares: int = typer.Option(0, "--spares", min=0, help="Hot spare GPU slots."),
-    ckpt_every: int = CkptEveryOption,
+    ckpt_every: int | None = RunCkptEveryOption,
+    mtbf_h: float | None = MtbfOption,
     steps: int = StepsOption,
     job_dir: Path = JobDirOption,
     config: Path = typer.Option(None, "--config", metavar="FILE", show_default=False,
@@ -154,17 +165,15 @@ def run(
         from rackscale.errors import UserError
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
-    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every,
+    cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every or 10,
                           steps=steps, max_restarts=max_restarts, warm=_warm(runner, warm),
                           detect={"hang_floor_s": hang_floor_s,
                                   "startup_timeout_s": startup_timeout_s,
                                   "straggler_threshold": straggler_threshold,
                                   "straggler_steps": straggler_steps})
     check_job_dir(job_dir)
-    os.environ.update(RACKSCALE_CKPT_EVERY=str(ckpt_every), RACKSCALE_STEPS=str(steps))
-    # The store every command uses (--db, else $RACKSCALE_DB or ./rackscale-data): the job's
-    # findings and incidents go where `lifecycle` and `job incidents` read them.
-    db = db or default_db_url()
+    os.environ.update(_cadence_env(ckpt_every, mtbf_h, gpus), RACKSCALE_STEPS=str(steps))
+    db = db or default_db_url()  # the store `lifecycle` and `job incidents` read
     setup = build_setup(runner=runner, job_dir=job_dir, slots=gpus + spares, config=config,
                         db=db, site=_site(runner, lab_dir, db))
     notes: list[str] = []
@@ -172,7 +181,8 @@ def run(
         notes.append(message)
         err_console.print(f"[yellow]{escape(message)}[/]", soft_wrap=True)
 
-    state = Supervisor(cfg, setup, note=note).run()
+    with ends_cleanly():  # SIGTERM stops the ranks and standbys as Ctrl-C does
+        state = Supervisor(cfg, setup, note=note).run()
     summary = {"job": state.job, "job_id": state.job_id, "finished": state.finished,
                "attempts": state.attempt, "excluded": state.excluded,
                "spares_left": state.spares, "assignment": state.assignment, "notes": notes}
@@ -181,6 +191,21 @@ def run(
         return
     say(f"job {state.job}: finished after {state.attempt} attempt(s); excluded: "
         f"{', '.join(state.excluded) or 'none'}")
+
+
+def _cadence_env(ckpt_every: int | None, mtbf_h: float | None, gpus: int) -> dict[str, str]:
+    """What the ranks get for their checkpoint cadence: --ckpt-every, or the MTBF the
+    interval is chosen from (cadence.py), with where it came from."""
+    if ckpt_every is not None:
+        return {"RACKSCALE_CKPT_EVERY": str(ckpt_every)}
+    if mtbf_h is not None:
+        return {"RACKSCALE_MTBF_S": str(mtbf_h * 3600), "RACKSCALE_MTBF_FROM": "--mtbf-h"}
+    from rackscale.simulate import failure_model
+
+    m = failure_model("llama3")
+    return {"RACKSCALE_MTBF_S": str(3600 / (m.rate_per_gpu_h * gpus)),
+            "RACKSCALE_MTBF_FROM": f"the {m.name} failure model ({m.source}): "
+            f"{m.rate_per_gpu_h:.3g} interruptions per GPU-hour x {gpus} GPUs"}
 
 
 def _warm(runner: str, asked: bool | None) -> bool:
@@ -381,7 +406,8 @@ def soak(
     url = db or default_db_url()
     settings = SoakSettings(lab_dir=lab_dir, out=out, schedule=sched, spares=spares, db=url,
                             ckpt_every=ckpt_every, command=list(ctx.args), config=config)
-    result = _soak_with_bar(Soak(settings), disable=as_json)
+    with ends_cleanly():  # SIGTERM lifts the faults and stops the job as Ctrl-C does
+        result = _soak_with_bar(Soak(settings), disable=as_json)
     result["event_seq"] = record_soak(Store(url), result)
     if as_json:
         emit_json(result)

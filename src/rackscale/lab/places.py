@@ -19,14 +19,16 @@ def launch_prefix(plan: LabPlan, r: RankPlan) -> list[str]:
     The shell forks CMD (it is not the last command), so a rank whose cgroup admits no new
     process (gpu_dead) fails right there: "Cannot fork". A warm standby (`RACKSCALE_WARM`
     set) waits in the lab's standby cgroup instead and is told its rank's (a lab built
-    before that cgroup existed keeps standbys in the rank's own)."""
+    before that cgroup existed keeps standbys in the rank's own). The forked CMD is told to
+    die with the shell (`setpriv --pdeathsig`), as the shell dies with its starter: a
+    supervisor killed with -9 leaves no rank or standby, even one still importing."""
     cg = sysops.cgroups()
     dirs = " ".join(str(d) for d in cg.dirs(f"{cg_top(plan.lab_id)}/{r.cgroup}"))
     standby = [str(d) for d in cg.dirs(f"{cg_top(plan.lab_id)}/{STANDBY_CGROUP}")]
     script = (f'J="{dirs}"; if [ -n "${{RACKSCALE_WARM:-}}" ] && [ -d "{standby[0]}" ]; '
               f'then J="{" ".join(standby)}"; fi; '
               'for d in $J; do echo $$ > "$d/cgroup.procs" || exit 97; done; '
-              f'{RANK_CGROUPS_ENV}="{dirs}" ip netns exec {r.netns} '
+              f'{RANK_CGROUPS_ENV}="{dirs}" setpriv --pdeathsig KILL ip netns exec {r.netns} '
               f'env GLOO_SOCKET_IFNAME={SO_IF} "$@"; exit $?')
     return ["sh", "-c", script, "rank"]
 

@@ -9,6 +9,11 @@ reads what the ranks wrote), and works on every runner whose ranks share the job
 (with `compute_s`, and `ckpt: true` when checkpoint work of the rank, a save or its push to
 the tiers, ran in its process during that compute), `step` when the step is complete (with
 `step_s`).
+
+A beat belongs to one attempt of one supervisor's run: the supervisor gives each attempt an id
+(`$RACKSCALE_RUN`), the writer puts it in every line (`run`), and the reader passes over a
+line with another one, so beats left in a reused or copied job directory are never taken for
+the running attempt's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+RUN_ENV = "RACKSCALE_RUN"  # the running attempt's id, set by the supervisor for each rank
 PHASES = ("start", "restored", "sync", "step", "done")
 # Progress order inside one step: a rank that has sent `sync` of step s is further than one
 # whose last beat is `step` s-1.
@@ -33,13 +39,16 @@ def beat_path(job_dir: str | os.PathLike[str], attempt: int, rank: int) -> Path:
 class HeartbeatWriter:
     """The rank's side: one line per beat, flushed at once (the supervisor reads it live)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], run: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = self.path.open("a", encoding="utf-8")
+        self.run = run if run is not None else os.environ.get(RUN_ENV) or None
 
     def beat(self, phase: str, step: int, **extra: Any) -> None:
         line = {"phase": phase, "step": step, "t": time.time(), **extra}
+        if self.run is not None:
+            line["run"] = self.run
         self._f.write(json.dumps(line) + "\n")
         self._f.flush()
 
@@ -103,10 +112,13 @@ class RankBeats:
 class BeatReader:
     """The supervisor's side: reads each rank's file incrementally (whole lines only)."""
 
-    def __init__(self, job_dir: str | os.PathLike[str], attempt: int, world: int) -> None:
+    def __init__(self, job_dir: str | os.PathLike[str], attempt: int, world: int,
+                 run: str | None = None) -> None:
         self.paths = [beat_path(job_dir, attempt, r) for r in range(world)]
         self.offsets = [0] * world
         self.ranks = [RankBeats(rank=r) for r in range(world)]
+        self.run = run  # the running attempt's id: a line with another is not its
+        self.foreign = 0  # lines passed over for another run's id
 
     def poll(self) -> list[RankBeats]:
         for r, p in enumerate(self.paths):
@@ -118,7 +130,12 @@ class BeatReader:
                 continue
             end = data.rfind(b"\n") + 1  # a line being written is read next time
             for line in data[:end].splitlines():
-                if line.strip():
-                    self.ranks[r].add(json.loads(line))
+                if not line.strip():
+                    continue
+                b = json.loads(line)
+                if self.run is not None and b.get("run", self.run) != self.run:
+                    self.foreign += 1
+                    continue
+                self.ranks[r].add(b)
             self.offsets[r] += end
         return self.ranks

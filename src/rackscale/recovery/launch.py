@@ -9,7 +9,6 @@ supervisor dies (PR_SET_PDEATHSIG): a supervisor killed with -9 leaves no orphan
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -19,23 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from rackscale import owned
 from rackscale.certify import RankPlace
 from rackscale.errors import UserError
-
-_PR_SET_PDEATHSIG = 1
 
 
 class LaunchError(UserError):
     pass
-
-
-def _die_with_parent(parent: int) -> None:
-    """Runs in the child between fork and exec: SIGKILL when the parent goes away, and leave
-    at once if it already has (the race between fork and prctl)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 class RankProcess:
@@ -110,12 +99,11 @@ class LocalLauncher:
     def start(self, place: RankPlace, argv: Sequence[str], env: Mapping[str, str],
               log: Path) -> RankProcess:
         log.parent.mkdir(parents=True, exist_ok=True)
-        parent = os.getpid()
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [*place.launch, *argv], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=lambda: _die_with_parent(parent))
+                preexec_fn=owned.die_with_parent())
         return RankProcess(proc, log)
 
 

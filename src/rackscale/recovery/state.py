@@ -42,6 +42,9 @@ class JobState(BaseModel):
     rank_pids: list[RankPid] = Field(default_factory=list)
     finished: bool = False
     returns_read: int = 0  # lines of returns.jsonl already taken (returns.py)
+    # The job directory's identity (device:inode) when this was written: a state read in
+    # a copy of the directory names another's processes (None: written before it was kept)
+    home: str | None = None
 
     @staticmethod
     def path(job_dir: str | os.PathLike[str]) -> Path:

@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rackscale import owned
 from rackscale.certify import Placement
 from rackscale.checkpoint import ResumePoint, Tiers, TiersConfig, for_job, resume_point
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.faults import COOLANT_FLOW_LOW
+from rackscale.recovery.cadence import CADENCE_FILE
+from rackscale.recovery.cadence import say as say_cadence
 from rackscale.recovery.config import JobConfig
 from rackscale.recovery.detect import (
     CollectiveDetector,
@@ -40,7 +43,7 @@ from rackscale.recovery.detect import (
     timeout_of,
 )
 from rackscale.recovery.events import IncidentPayload
-from rackscale.recovery.heartbeat import BeatReader, RankBeats
+from rackscale.recovery.heartbeat import RUN_ENV, BeatReader, RankBeats
 from rackscale.recovery.launch import Excluder, Launcher, RankProcess, master_addr, stop_all
 from rackscale.recovery.localize import Localized, Localizer
 from rackscale.recovery.racks import HotRacks, RackMove, SparesExhausted, hot_rack_move
@@ -109,6 +112,9 @@ class Supervisor:
                  note: Callable[[str], None] = _no_note) -> None:
         self.cfg, self.setup = cfg, setup
         self.note = note  # says what the operator should know (the CLI prints it on stderr)
+        self.run_id = ""  # the running attempt's id (its ranks' beats carry it)
+        self.cadence_said = 0  # the attempt whose checkpoint interval was said
+        self.copy_note = ""
         self.state = self._initial_state()
         self.scope_note = ""
         if self.state.job_id is None:  # new, or a state written before jobs had an id
@@ -156,9 +162,18 @@ class Supervisor:
                                 f"{gone[0]}, which {self.setup.placement.describe} does not "
                                 "have; resume it where it started (same --runner and --db), "
                                 "or use another --job-dir")
+            here = owned.dir_identity(self.setup.job_dir)
+            if old.home not in (None, here):
+                # The ranks recorded there are another directory's (the original's, maybe
+                # running still): never stopped from here.
+                self.copy_note = ("this job directory is a copy (or was moved across file "
+                                  "systems): the processes recorded in it are left alone")
+                old.rank_pids = []
+            old.home = here
             return old
         return JobState(job=self.setup.job, command=self.cfg.command, gpus=self.cfg.gpus,
-                        assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need])
+                        assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need],
+                        home=owned.dir_identity(self.setup.job_dir))
 
     # --- the loop -----------------------------------------------------------------------------
     def run(self) -> JobState:
@@ -169,14 +184,17 @@ class Supervisor:
         resumed = self.state.attempt > 0
         self._stop_leftovers()
         rec = self.setup.recorder
-        if self.scope_note:
-            self.note(f"job {self.state.job}: {self.scope_note}")
+        for said in (self.scope_note, self.copy_note):
+            if said:
+                self.note(f"job {self.state.job}: {said}")
         rec.job(self.state, "resumed" if resumed else "started", ckpt_id, self.scope_note)
         try:
             return self._loop()
-        finally:
+        finally:  # however the loop ends (done, failed, a signal): nothing it started runs on
+            stop_all(self.procs, self.cfg.stop_timeout_s)
             if self.pool is not None:
                 self.pool.close(self.cfg.stop_timeout_s)
+            self._reap("at its end")
 
     def _loop(self) -> JobState:
         rec = self.setup.recorder
@@ -203,6 +221,8 @@ class Supervisor:
     def _launch(self, ckpt_id: str | None) -> None:
         st, setup = self.state, self.setup
         st.attempt += 1
+        self.run_id = uuid.uuid4().hex[:12]  # this attempt's beats carry it (heartbeat.py)
+        self._set_aside_beats()
         port = _free_port()
         # rank 0 hosts the rendezvous: its scale-out address (a lab namespace's own address,
         # a Slurm node's; the loopback when every rank is a process on this host)
@@ -212,14 +232,17 @@ class Supervisor:
             env = {"RANK": str(rank), "WORLD_SIZE": str(st.gpus), "LOCAL_RANK": "0",
                    "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "RACKSCALE_JOB_DIR": str(setup.job_dir), "RACKSCALE_SLOT": slot,
-                   "RACKSCALE_ATTEMPT": str(st.attempt),
+                   "RACKSCALE_ATTEMPT": str(st.attempt), RUN_ENV: self.run_id,
                    "RACKSCALE_CKPT_CONFIG": str(self.tiers_file),
                    "RACKSCALE_JOB_ID": st.job_id or "",
                    "RACKSCALE_RESUME": ckpt_id or ""}
             log = setup.job_dir / "logs" / f"a{st.attempt:03d}-r{rank:04d}.log"
             proc = self.pool.take(slot, env) if self.pool is not None else None
-            self.procs.append(proc or setup.launcher.start(setup.placement.place(slot),
-                                                           self.cfg.command, env, log))
+            if proc is None:  # a standby taken was recorded when it started
+                proc = setup.launcher.start(setup.placement.place(slot), self.cfg.command,
+                                            env, log)
+                owned.record(proc.pid, "rank")
+            self.procs.append(proc)
         st.rank_pids = [RankPid(pid=p.pid, start_ticks=start_ticks(p.pid) or 0)
                         for p in self.procs]
         st.save(setup.job_dir)
@@ -230,9 +253,44 @@ class Supervisor:
             self.pending = self.pending.model_copy(
                 update={"restart_s": round(self.launched_at - self.pending_t[0], 4)})
 
+    def _say_cadence(self) -> None:
+        """The checkpoint interval rank 0 chose (cadence.py), with its inputs: said once per
+        attempt, when it first appears in this attempt (the file keeps the latest)."""
+        path = self.setup.job_dir / CADENCE_FILE
+        try:
+            at = path.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if self.cadence_said == self.state.attempt or at < self.launched_at:
+            return
+        self.cadence_said = self.state.attempt
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as err:  # written atomically: only a foreign file is unreadable
+            self.note(f"job {self.state.job}: {path} cannot be read ({err})")
+            return
+        self.note(f"job {self.state.job}: {say_cadence(d)}")
+
+    def _set_aside_beats(self) -> None:
+        """Beat files of this attempt or later that are here before its ranks start were
+        written by another run (a job directory used again, or copied): moved to
+        `beats/stale-<id>/`, kept, and said; the attempt's ranks start new files."""
+        st, d = self.state, self.setup.job_dir / "beats"
+        stale = [p for p in d.glob("a*-r*.jsonl")
+                 if p.name[1:4].isdigit() and int(p.name[1:4]) >= st.attempt]
+        if not stale:
+            return
+        away = d / f"stale-{self.run_id}"
+        away.mkdir(parents=True)
+        for p in stale:
+            p.rename(away / p.name)
+        self.note(f"job {st.job}: {len(stale)} heartbeat file(s) of attempt {st.attempt} or "
+                  f"later were here before its ranks started (another run's); moved to {away}")
+
     def _monitor(self) -> Outcome:
         cfg = self.cfg
-        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus,
+                            self.run_id)
         slow = StragglerDetector(self.state.gpus, cfg.detect)
         # Only a runner that can probe names the part behind a slow collective; without
         # one, all ranks suspected alike leave nothing to exclude.
@@ -272,6 +330,7 @@ class Supervisor:
                 return Outcome(finished=False, suspect=suspect, ranks=ranks, detected_at=now)
             if now >= next_drain:
                 next_drain = now + DRAIN_POLL_S
+                self._say_cadence()
                 self._take_returns()
                 drained = self._drained()
                 if drained:
@@ -541,7 +600,8 @@ class Supervisor:
         refused (committed parts are never written again). Bounded by the ranks' own hang
         timeouts; a rank that is past it is stopped as it is."""
         target = max((r.last_step for r in out.ranks), default=-1)
-        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus)
+        reader = BeatReader(self.setup.job_dir, self.state.attempt, self.state.gpus,
+                            self.run_id)
         ranks = reader.poll()
         deadline = time.time() + max(timeout_of(r, self.cfg.detect) for r in ranks)
         while time.time() < deadline:
@@ -653,14 +713,37 @@ class Supervisor:
         return point
 
     def _stop_leftovers(self) -> None:
-        """Ranks of an earlier supervisor of this job that still run (a launch prefix the
-        death signal did not reach): killed by their recorded pid before anything starts."""
-        import os
+        """What an earlier supervisor of this job started and still runs (a supervisor killed
+        with -9 cannot stop it; a command that forks past the death signal): killed by the
+        ids recorded in the job's directory before anything starts. Then this supervisor
+        and all it starts are recorded there. A supervisor of the job that still runs is
+        refused: two would take each other's ranks for faults."""
         import signal
 
-        for pid in alive_ranks(self.state):
+        record = self.setup.job_dir / owned.RECORD
+        live = [p for p, role in owned.running(record, spare=owned.ancestry()).items()
+                if role == "supervisor"]
+        if live:
+            raise UserError(f"job {self.state.job} is supervised already (pid {live[0]}, "
+                            f"recorded in {record}); stop that one, or use another --job-dir")
+        self._reap("left by an earlier supervisor")
+        for pid in alive_ranks(self.state):  # a state written before the job kept a record
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        owned.add_record(record)
+        owned.record(os.getpid(), "supervisor", group=False)
+
+    def _reap(self, when: str) -> None:
+        """Kill what the job's record holds that still runs (not this process); said."""
+        record = self.setup.job_dir / owned.RECORD
+        before = owned.running(record, spare=owned.ancestry())
+        if not before:
+            return
+        left = owned.reap(record, self.cfg.stop_timeout_s)
+        roles = sorted(set(before.values()))
+        self.note(f"job {self.state.job}: stopped {len(before)} process(es) {when} "
+                  f"({', '.join(roles)}, by the ids in {record})"
+                  + (f"; {len(left)} did not stop: {sorted(left)}" if left else ""))
 
     def _fail(self, message: str, kind: type[UserError] = SparesExhausted) -> NoReturn:
         self.setup.recorder.job(self.state, "failed", None, message)

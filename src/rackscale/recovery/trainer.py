@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import signal
+import statistics
 import threading
 import time
 from datetime import timedelta
@@ -38,6 +39,7 @@ from rackscale.checkpoint import (
     load_config,
 )
 from rackscale.durable import write_atomic
+from rackscale.recovery.cadence import CADENCE_FILE, MTBF_ENV, MTBF_FROM_ENV, Cadence
 from rackscale.recovery.heartbeat import HeartbeatWriter
 from rackscale.recovery.warm import wait_for_rank
 
@@ -52,7 +54,8 @@ class DemoSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     steps: int = Field(default=100, ge=1)
-    ckpt_every: int = Field(default=10, ge=1)
+    # None: chosen as the job runs (cadence.py) when the supervisor gives an MTBF, else 10
+    ckpt_every: int | None = Field(default=10, ge=1)
     width: int = Field(default=256, ge=1, le=8192)
     depth: int = Field(default=3, ge=1, le=32)
     batch: int = Field(default=64, ge=1)
@@ -190,9 +193,13 @@ def _ckpt_busy() -> bool:
     return any(t.name.startswith("ckpt-") for t in threading.enumerate())
 
 
-def _allreduce_grads(model: torch.nn.Module, world: int) -> None:
+def _allreduce_grads(model: torch.nn.Module, world: int, flag: float | None = None) -> bool:
+    """Average the gradients over the ranks; with `flag` (rank 0's decision to save this step,
+    0 from the others) one element more rides along, and every rank learns it: True when
+    rank 0 set it. Without `flag` the reduction is the plain one (a fixed cadence)."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    flat = torch.cat([g.reshape(-1) for g in grads]
+                     + ([torch.tensor([flag])] if flag is not None else []))
     if world > 1:
         dist.all_reduce(flat)
         flat /= world
@@ -200,6 +207,16 @@ def _allreduce_grads(model: torch.nn.Module, world: int) -> None:
     for g in grads:
         g.copy_(flat[offset:offset + g.numel()].view_as(g))
         offset += g.numel()
+    return flag is not None and bool(flat[-1] > 0)
+
+
+def _cadence(s: DemoSettings, env: RankEnv) -> Cadence | None:
+    """The chosen cadence's keeper on rank 0 (None elsewhere, or with a fixed --ckpt-every)."""
+    mtbf = os.environ.get(MTBF_ENV)
+    if s.ckpt_every is not None or not mtbf or env.rank != 0:
+        return None
+    return Cadence(mtbf_s=float(mtbf), mtbf_from=os.environ.get(MTBF_FROM_ENV, "given"),
+                   out=Path(env.job_dir) / CADENCE_FILE)
 
 
 def _save(cfg: TiersConfig, model: torch.nn.Module, optim: torch.optim.Optimizer,
@@ -243,6 +260,9 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
     start = _restore(env, cfg, model, optim) if (env.resume and cfg) else 1
     hb.beat("restored", start - 1, restore_s=round(time.time() - t0, 6), ckpt=env.resume)
     slow = s.slow_factor if s.slow_slot == env.slot else 1.0
+    adaptive = s.ckpt_every is None and bool(os.environ.get(MTBF_ENV))
+    every = s.ckpt_every or 10
+    cad, plain_steps = _cadence(s, env), list[float]()
     clock = time.thread_time if s.timing == "cpu" else time.perf_counter
     loss = torch.tensor(0.0)
     for step in range(start, s.steps + 1):
@@ -259,13 +279,24 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         busy = busy or _ckpt_busy()
         hb.beat("sync", step, compute_s=round(clock() - c0, 6), **({"ckpt": True} if busy
                                                                    else {}))
-        _allreduce_grads(model, env.world)
+        flag = (1.0 if cad is not None and cad.due() else 0.0) if adaptive else None
+        chosen = _allreduce_grads(model, env.world, flag)
+        due = chosen if adaptive else step % every == 0
         optim.step()
-        if cfg is not None and step % s.ckpt_every == 0 and step < s.steps:
+        saved: dict[str, float] = {}
+        if cfg is not None and due and step < s.steps:
+            t_save = time.perf_counter()
             _save(cfg, model, optim, step)
+            saved["saved_s"] = round(time.perf_counter() - t_save, 6)  # the loop's stall
+            if cad is not None:
+                cad.saved(saved["saved_s"], statistics.median(plain_steps[-20:])
+                          if plain_steps else None, step)
         if s.pace_s:
             time.sleep(s.pace_s)
-        hb.beat("step", step, step_s=round(time.perf_counter() - began, 6))
+        step_s = time.perf_counter() - began
+        if not saved:
+            plain_steps.append(step_s)
+        hb.beat("step", step, step_s=round(step_s, 6), **saved)
     result = {"steps": s.steps, "params_sha256": params_digest(model),
               "loss": float(loss.detach()), "world": env.world, "resumed_from": env.resume}
     if env.rank == 0:
@@ -290,7 +321,10 @@ def main(argv: list[str] | None = None) -> None:
     for key, var in env_default.items():
         if args[key] is None and os.environ.get(var):
             args[key] = int(os.environ[var])
-    s = DemoSettings(**{k: v for k, v in args.items() if v is not None})
+    given = {k: v for k, v in args.items() if v is not None}
+    if args["ckpt_every"] is None and os.environ.get(MTBF_ENV):
+        given["ckpt_every"] = None  # chosen as the job runs (cadence.py)
+    s = DemoSettings(**given)
     Path(job_dir).mkdir(parents=True, exist_ok=True)
     wait_for_rank()  # a standby waits here, its imports done, for its rank
     train(s, RankEnv.from_environ(job_dir))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from rackscale import owned
 from rackscale.certify import Placement
 from rackscale.durable import write_atomic
 from rackscale.recovery.launch import Launcher, RankProcess, stop_all
@@ -68,6 +69,10 @@ def wait_for_rank(poll_s: float = 0.01) -> None:
             if not mark.exists():
                 write_atomic(mark, str(os.getpid()), sync=False)
         return
+    # Started through a launch prefix that forks (the lab's `sh -c`), a standby is the
+    # prefix's child, not the supervisor's: it dies with the prefix, as the prefix dies with
+    # the supervisor, or a supervisor killed with -9 would leave it waiting here for ever.
+    owned.die_with_own_parent()
     go = Path(path)
     dirs = os.environ.pop(RANK_CGROUPS_ENV, "")
     if dirs:  # the pool moves this process there when it hands the rank over (see take)
@@ -134,6 +139,7 @@ class WarmPool:
             self.dir.mkdir(parents=True, exist_ok=True)
             proc = self.launcher.start(self.placement.place(slot), self.command,
                                        {WARM_ENV: str(go)}, log)
+            owned.record(proc.pid, "standby")
             self.standby[slot] = (proc, go)
 
     def take(self, slot: str, env: Mapping[str, str]) -> RankProcess | None:

@@ -117,7 +117,7 @@ class CheckpointSource:
 
     def _empty(self) -> dict[str, Any]:
         return {"configured": self.path is not None, "checkpoints": [], "unreachable": {},
-                "damaged": {}, "notes": []}
+                "damaged": {}, "notes": [], "replicas": [], "listed_unix": None}
 
     def listed_at(self) -> float | None:
         """When the listing `get` returns was taken (it lists the tiers now if due)."""
@@ -135,7 +135,9 @@ class CheckpointSource:
                 rows = checkpoint_rows(tiers, r, notes)
                 rows.sort(key=lambda c: (c["step"] is None, -(c["step"] or 0), c["id"]))
                 self._last = self._empty() | {"checkpoints": rows, "unreachable": r.unreachable,
-                                              "damaged": r.bad_manifests, "notes": notes}
+                                              "damaged": r.bad_manifests, "notes": notes,
+                                              "replicas": [t.name for t in tiers.replicas],
+                                              "listed_unix": time.time()}
                 self._at = time.monotonic()
             return self._last
 
@@ -151,6 +153,21 @@ def rpo_by_tier(rows: list[dict[str, Any]]) -> dict[str, float]:
                 out[tier] = float(st[tier]) - float(st["staged"])
                 break
     return out
+
+
+def replication_lag(rows: list[dict[str, Any]], now: float) -> float:
+    """Seconds the oldest checkpoint in the region that the other regions still lack has
+    waited for them since it was staged (0 when the region's newest is replicated): what a
+    loss of the region would cost beyond its own RPO. Only the checkpoints newer than the
+    newest replicated one count (an older one that never made it is superseded)."""
+    waiting = []
+    for c in rows:  # newest first
+        st = c.get("states") or {}
+        if "replicated" in st:
+            break
+        if "region" in st and "staged" in st:
+            waiting.append(float(st["staged"]))
+    return max(0.0, now - min(waiting)) if waiting else 0.0
 
 
 def last_by_tier(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -186,6 +203,12 @@ def checkpoint_metrics(listing: dict[str, Any]) -> Iterator[Any]:
     for tier, t in last_by_tier(listing["checkpoints"]).items():
         at.add_metric([tier], t)
     yield at
+    if listing.get("replicas") and listing.get("listed_unix") is not None:
+        yield GaugeMetricFamily(
+            "rackscale_checkpoint_replication_lag_seconds", "How long the oldest checkpoint "
+            "in the region that the other regions lack has waited for them since it was "
+            "staged (0: the newest is replicated; measured)",
+            value=replication_lag(listing["checkpoints"], float(listing["listed_unix"])))
     yield GaugeMetricFamily("rackscale_checkpoints", "Committed checkpoints in the tiers",
                             value=len(listing["checkpoints"]))
 
@@ -197,6 +220,8 @@ router = APIRouter(prefix="/api/v1", responses=ERRORS)
 class CheckpointPage(Page):
     configured: bool
     rpo_s: dict[str, float]
+    # the oldest region checkpoint the other regions lack: seconds waited (None: no replica)
+    replication_lag_s: float | None = None
     unreachable: dict[str, str]
     damaged: dict[str, dict[str, str]]
     notes: list[str]
@@ -225,4 +250,6 @@ def list_checkpoints(request: Request, offset: int = OffsetQ,
     return page(rows, offset, limit) | {
         "configured": listing["configured"], "rpo_s": rpo_by_tier(listing["checkpoints"]),
         "unreachable": listing["unreachable"], "damaged": listing["damaged"],
-        "notes": listing["notes"]}
+        "notes": listing["notes"],
+        "replication_lag_s": replication_lag(listing["checkpoints"], listing["listed_unix"])
+        if listing.get("replicas") and listing.get("listed_unix") is not None else None}

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackscale import owned
 from rackscale.errors import UserError
 from rackscale.fleet import Topology
 from rackscale.lifecycle import (
@@ -239,8 +240,12 @@ class SoakFleet:
         if scope is not None:
             args += ["--scope", scope]
         with (out / "certify.json").open("wb") as f, (out / "certify.err").open("wb") as e:
-            return subprocess.Popen(args, stdout=f, stderr=e, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            # SIGTERM when the soak ends, even by SIGKILL: it stops its agents then
+            proc = subprocess.Popen(args, stdout=f, stderr=e, stdin=subprocess.DEVNULL,
+                                    start_new_session=True,
+                                    preexec_fn=owned.die_with_parent(signal.SIGTERM))
+        owned.record(proc.pid, "certification")
+        return proc
 
     def _certify_now(self, scope: str | None, out: Path) -> dict[str, Any]:
         proc = self._start(scope, out)

@@ -11,8 +11,10 @@ soak whose process died still has all three, so its figures can be computed afte
 - Badput by cause, per incident: detection (fault to decision, for a crash or hang; for a
   slow fault the same window is running degraded), stop, localization, restart, restore
   (the slowest rank's load), lost work; a fault no one detected runs degraded until it is
-  lifted. `initial_start` is the first launch to the first step; `other` is what is left of
-  the wall time (checkpoint saves, the host's noise), so the causes add up to the wall time.
+  lifted. `initial_start` is the first launch to the first step; `checkpoint` the time the
+  saves held the training loop (each saving step's slowest rank, from its heartbeat);
+  `other` is what is left of the wall time (the host's noise, steps slower than the clean
+  one), so the causes add up to the wall time.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ BLOCK_S = 10.0
 RESAMPLES = 2000
 FIRST_STEPS_LEFT_OUT = 5
 BADPUT_CAUSES = ("initial_start", "detection", "running_degraded", "stop", "localization",
-          "restart", "restore", "lost_work", "other")
+                 "restart", "restore", "lost_work", "checkpoint", "other")
+# the causes an incident has (the rest are the run's as a whole)
+INCIDENT_CAUSES = BADPUT_CAUSES[1:-2]
 CRASH = ("fail_stop", "hang")
 
 
@@ -64,6 +68,20 @@ def job_steps(job_dir: Path, gpus: int) -> list[Step]:
                 per.setdefault((attempt, int(b["step"])), []).append(float(b["t"]))
     steps = [Step(a, s, max(ts)) for (a, s), ts in per.items() if len(ts) >= gpus]
     return sorted(steps, key=lambda x: x.t)
+
+
+def save_time(job_dir: Path, gpus: int, t_end: float) -> float:
+    """Seconds the checkpoint saves held the training loop up to `t_end`: per saving step that
+    every rank completed, its slowest rank's save time (`saved_s` in its `step` beat)."""
+    per: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for f in sorted((job_dir / "beats").glob("a*-r*.jsonl")):
+        attempt = int(f.name[1:4])
+        for b in read_jsonl(f):
+            if b.get("phase") == "step" and "saved_s" in b:
+                per.setdefault((attempt, int(b["step"])), []).append(
+                    (float(b["t"]), float(b["saved_s"])))
+    return sum(max(s for _, s in v) for v in per.values()
+               if len(v) >= gpus and max(t for t, _ in v) <= t_end)
 
 
 def kept(steps: list[Step], resumed_from: dict[int, int]) -> list[Step]:
@@ -117,7 +135,7 @@ def _incident_badput(inc: dict[str, Any], start: float, steps: list[Step],
     """One incident's badput by cause, and when the job ran again (its first step)."""
     d = float(inc["detected_at"])
     pre = max(0.0, (d - start) - done_between(steps, start, d) * unit)
-    out = dict.fromkeys(BADPUT_CAUSES[1:-1], 0.0)
+    out = dict.fromkeys(INCIDENT_CAUSES, 0.0)
     out["detection" if inc["symptom"] in CRASH else "running_degraded"] = pre
     stop, loc, restore = (float(inc.get(k) or 0.0) for k in ("stop_s", "localize_s",
                                                               "restore_s"))
@@ -154,7 +172,7 @@ def per_fault(faults: list[dict[str, Any]], incidents: list[dict[str, Any]],
         mine = [j for j, inc in enumerate(incidents)
                 if inc.get("detected_at") is not None and t0 <= inc["detected_at"] < t1]
         used.update(mine)
-        bad = dict.fromkeys(BADPUT_CAUSES[1:-1], 0.0)
+        bad = dict.fromkeys(INCIDENT_CAUSES, 0.0)
         start, incs = t0, [incidents[j] for j in mine]
         for inc in incs:
             b, start = _incident_badput(inc, start, steps, unit)
@@ -205,6 +223,7 @@ def figures(*, job_dir: Path, gpus: int, spares: int, t_launch: float, t_end: fl
         b, _ = _incident_badput(inc, float(inc["detected_at"]), steps, unit)
         for k, v in b.items():
             bad[k] += v
+    bad["checkpoint"] = save_time(job_dir, gpus, t_end)
     bad["other"] = wall - useful - sum(v for k, v in bad.items() if k != "other")
     ettr = useful / wall
     share = gpus / (gpus + spares)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackscale import lab
+from rackscale import lab, owned
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.faults import Fault
@@ -118,6 +118,9 @@ class Soak:
                             f"lab's {need} GPUs")
         write_atomic(s.out / "schedule.json", json.dumps(s.schedule.to_dict(), indent=1))
         log = Log(s.out / "progress.jsonl")
+        # Everything the soak starts, and what that starts, is recorded here by id
+        owned.add_record(s.out / owned.RECORD)
+        owned.record(os.getpid(), "soak", group=False)
         sup = None
         try:
             # The racks enter production on a certification of the lab, as the lifecycle
@@ -139,6 +142,7 @@ class Soak:
                 self._stop(sup)
             if self.fleet is not None:
                 self.fleet.stop()
+            self._reap(log)
             log.write("stopped")
             log.close()
         return self._result(t_launch, t_end, load0)
@@ -154,8 +158,12 @@ class Soak:
                 *(["--config", str(s.config)] if s.config is not None else []), "--json",
                 "--", *cmd]
         with (s.out / "job.out").open("wb") as out:
-            return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            # SIGTERM when the soak ends, even by SIGKILL: the supervisor then stops its ranks
+            sup = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=owned.die_with_parent(signal.SIGTERM))
+        owned.record(sup.pid, "supervisor")
+        return sup
 
     def _drive(self, sup: subprocess.Popen[bytes], log: Log, t_launch: float) -> float:
         """Inject and lift on schedule until the soak's time is up; returns the end time."""
@@ -294,6 +302,16 @@ class Soak:
         for pid in self.stopped_pids:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGCONT)
+
+    def _reap(self, log: Log) -> None:
+        """Whatever of the soak's record still runs once its job and certifications were
+        stopped (a process that outlived its starter) is killed by its recorded id."""
+        record = self.s.out / owned.RECORD
+        before = owned.running(record, spare=owned.ancestry())
+        if before:
+            left = owned.reap(record)
+            log.write("reaped", pids=sorted(before), roles=sorted(set(before.values())),
+                      left=sorted(left))
 
     def _stop(self, sup: subprocess.Popen[bytes]) -> None:
         """Stop the supervisor this soak started (its ranks die with it)."""

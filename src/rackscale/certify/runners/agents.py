@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackscale import owned
 from rackscale.certify.runners.base import Placement, Result
 
 AGENT = str(Path(__file__).with_name("agent.py"))
@@ -34,8 +35,12 @@ class AgentProc:
     def __init__(self, gpu: str, argv: list[str], env: dict[str, str]) -> None:
         self.gpu = gpu
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop())
+        # killed with the process that started it (a supervisor's probe, a certification),
+        # however that ends: an agent may sit in a collective, deaf to its closed stdin
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, env=env, start_new_session=True)
+                                     stderr=self.log, env=env, start_new_session=True,
+                                     preexec_fn=owned.die_with_parent())
+        owned.record(self.proc.pid, "agent")
         self.buf = b""
         self.ready = False
         self.dist = "gloo"  # the agent's collective backend, from its ready line
