@@ -25,8 +25,15 @@ from rackscale.simulate.models import (
 )
 from rackscale.simulate.storage import HOURS_PER_YEAR, REGION_LOSS, StorageTimes, cause_arrays
 
-PosFloat = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
+# Upper bounds of every time and factor the simulator takes: a value past them is a typo (a
+# restart of 1e300 minutes printed a table of nonsense, and products of such values
+# overflow to inf). Generous: each is far past any real job.
+MAX_EVENT_MIN = 7 * 24 * 60.0  # a restart, a start, a detection: a week
+MAX_CKPT_COST_S = 86_400.0  # one blocking checkpoint write: a day
+MAX_INTERVAL_MIN = 3650 * 24 * 60.0  # a checkpoint interval: the longest run (ten years)
+MAX_REPAIR_H = 8760.0  # a whole-rack repair: a year
+MAX_FACTOR = 1000.0  # --rate-scale, --repair-scale, --straggler-slowdown
+Minutes = Annotated[float, Field(ge=0, le=MAX_EVENT_MIN)]
 
 
 MAX_CELLS = 50_000_000
@@ -52,29 +59,32 @@ class SimConfig(BaseModel):
     trials: Annotated[int, Field(ge=1, le=100_000)] = 100
     seed: Annotated[int, Field(ge=0)] = 0
     failure_model: str = "llama3"
-    rate_scale: PosFloat = 1.0  # multiplies every failure rate (sensitivity studies)
+    rate_scale: Annotated[float, Field(gt=0, le=MAX_FACTOR)] = 1.0  # multiplies every failure rate
     # "domain": the job takes whole NVLink domains (NVL72 racks, HGX nodes); "tray": any trays.
     align: Literal["domain", "tray"] = "domain"
-    ckpt_interval_min: PosFloat = 30.0  # fault-free compute between checkpoints
-    ckpt_cost_s: NonNeg = 60.0  # blocking checkpoint write (docs/figures.md, Young/Daly)
-    restart_min: NonNeg = 5.0  # u0: reschedule + reload + warm-up (Meta's check uses 5 min)
+    # fault-free compute between checkpoints
+    ckpt_interval_min: Annotated[float, Field(gt=0, le=MAX_INTERVAL_MIN)] = 30.0
+    # blocking checkpoint write (docs/figures.md, Young/Daly)
+    ckpt_cost_s: Annotated[float, Field(ge=0, le=MAX_CKPT_COST_S)] = 60.0
+    restart_min: Minutes = 5.0  # u0: reschedule + reload + warm-up (Meta's check uses 5 min)
     # Launch to the job's first step, counted as restart time (0: the job computes from the
     # start). A horizon of days hides it; a run of minutes (a measured soak) does not.
-    start_min: NonNeg = 0.0
-    detect_min: NonNeg | None = None  # overrides every cause's detection latency
+    start_min: Minutes = 0.0
+    detect_min: Minutes | None = None  # overrides every cause's detection latency
     # Fail-slow: rate as a fraction of the fail-stop rate (assumption), the whole job's
     # slowdown while one is present (3.04x: ByteDance OSDI'25, single faulty worker), and how
     # long straggler detection takes to find it (assumption).
     straggler_ratio: Annotated[float, Field(ge=0, le=MAX_STRAGGLER_RATIO)] = 0.1
-    straggler_slowdown: Annotated[float, Field(ge=1)] = 3.04
-    straggler_detect_min: NonNeg = 30.0
+    straggler_slowdown: Annotated[float, Field(ge=1, le=MAX_FACTOR)] = 3.04
+    straggler_detect_min: Minutes = 30.0
     spare_domains: Annotated[int, Field(ge=0)] | None = None  # None: every unit the job leaves
     spare_trays: Annotated[int, Field(ge=0)] = 0  # hot-spare trays kept idle in each domain
     # Trays out at once that send a whole rack to repair (0: never); None: the rack
     # template's rule (an NVL72 rack is cordoned with more than 2 trays out, so at 3).
     escalate_at: Annotated[int, Field(ge=0)] | None = None
-    rack_repair_h: PosFloat = 12.0  # whole-rack repair after escalation (assumption)
-    repair_scale: PosFloat = 1.0  # multiplies every per-cause repair time
+    # whole-rack repair after escalation (assumption)
+    rack_repair_h: Annotated[float, Field(gt=0, le=MAX_REPAIR_H)] = 12.0
+    repair_scale: Annotated[float, Field(gt=0, le=MAX_FACTOR)] = 1.0  # every per-cause repair
     mfu: Annotated[float, Field(gt=0, le=1)] = 1.0  # program goodput's model-FLOPs share
     # Measured checkpoint figures scaled to the job (simulate.storage); None: ckpt_cost_s is the
     # blocking write and restart_min the whole restart, as typed in.

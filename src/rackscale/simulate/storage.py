@@ -33,8 +33,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rackscale.simulate.models import Cause
 
-NonNeg = Annotated[float, Field(ge=0)]
 HOURS_PER_YEAR = 8766.0
+# Bounds past any real store (a value past them is a typo or a broken profile, and would
+# overflow the simulator's sums): a save or restore of 30 days, a region down for a year,
+# a region lost every day.
+MAX_STORAGE_S = 30 * 86_400.0
+NonNeg = Annotated[float, Field(ge=0, le=MAX_STORAGE_S)]
+MAX_OUTAGE_H = HOURS_PER_YEAR
+MAX_REGION_LOSS_PER_YEAR = 365.0
 
 
 class StorageTimes(BaseModel):
@@ -51,8 +57,8 @@ class StorageTimes(BaseModel):
     restore_archive_s: NonNeg | None = None
     local_cache: bool = True
     replication: bool = True
-    region_loss_per_year: NonNeg = 0.0
-    region_outage_h: Annotated[float, Field(gt=0)] = 24.0
+    region_loss_per_year: Annotated[float, Field(ge=0, le=MAX_REGION_LOSS_PER_YEAR)] = 0.0
+    region_outage_h: Annotated[float, Field(gt=0, le=MAX_OUTAGE_H)] = 24.0
     shard_bytes: Annotated[int, Field(gt=0)] = 1
     source: str = "storage profile"
 
