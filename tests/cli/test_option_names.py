@@ -25,7 +25,9 @@ def _table(heading: str) -> dict[str, list[str]]:
     for line in section.splitlines():
         if not line.startswith("|") or set(line) <= set("|- "):
             continue
-        cells = [c.strip() for c in line.strip("|").split("|")]
+        # a `\|` inside a cell is a literal bar (markdown's escape): `URL|FILE`, `tree|block`
+        cells = [c.strip().replace("\\|", "|")
+                 for c in re.split(r"(?<!\\)\|", line.strip().removeprefix("|").removesuffix("|"))]
         key = cells[0].strip("`")
         if key in ("option", "argument"):
             continue

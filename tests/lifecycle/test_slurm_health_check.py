@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from lc_slurm_cluster import available, slurm_cluster
+from tests.telemetry.conftest import Exporter, exporter  # noqa: F401 (the fixture)
+from tests.telemetry.pages import page
 
 from rackscale.fleet import FleetSpec, RackGroup, RegionSpec, Topology, slurm_node_name
 from rackscale.lifecycle import REASON_PREFIX, enroll, state_of, transition
 from rackscale.store import Kind, Store, load_topology
-from tests.telemetry.conftest import Exporter, exporter  # noqa: F401 (the fixture)
-from tests.telemetry.pages import page
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SPEC = FleetSpec(name="hc", regions=[

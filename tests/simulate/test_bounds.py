@@ -49,7 +49,7 @@ SIM_BOUNDS = _bounds(SimConfig)
 @given(st.sampled_from(sorted(SIM_BOUNDS)), st.one_of(
     st.floats(min_value=1.0001, max_value=1e308), st.just(math.inf), st.just(math.nan)))
 def test_a_value_past_a_bound_is_refused_naming_the_option(field: str, factor: float) -> None:
-    lo, hi = SIM_BOUNDS[field]
+    _lo, hi = SIM_BOUNDS[field]
     value = factor if not math.isfinite(factor) else max(hi * factor, hi + 1)
     with pytest.raises(SimulateError, match=field.replace("_", "-")):
         make_config(job_gpus=72, **{field: value})

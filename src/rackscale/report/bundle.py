@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import stat
 import typing
@@ -31,7 +30,7 @@ from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.report.storeview import StoreView
-from rackscale.store import Event
+from rackscale.store import Event, loads_tagged, tag_nonfinite
 
 EVIDENCE_FORMAT = "rackscale.evidence/1"
 EVIDENCE_DIR = "evidence"
@@ -43,7 +42,6 @@ RECOVERY_FILE = "recovery.jsonl"
 # (A "checkpoint." prefix stood here and matched no event kind: checkpoints keep their own
 # manifests and journal, not store events, so that file was always empty.)
 EXTRA_EVENT_PREFIXES = {RECOVERY_FILE: ("recovery.",)}
-_NONFINITE = "$nonfinite"
 # What a verifier reads of one bundle file, at most: the largest real file (100k events) is a
 # few tens of MiB; a bigger one is refused before it is read, so a hostile bundle cannot make
 # `verify` hold gigabytes.
@@ -64,40 +62,20 @@ class BundleError(UserError):
 
 
 # ------------------------------------------------------------------ canonical JSON
-def _tag(obj: Any) -> Any:
-    """JSON has no inf/NaN (a job that never failed has an infinite MTTF): tag them."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return {_NONFINITE: repr(obj)}
-    if isinstance(obj, dict):
-        return {k: _tag(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_tag(v) for v in obj]
-    return obj
-
-
-def _untag(d: dict[str, Any]) -> Any:
-    if len(d) == 1 and _NONFINITE in d:
-        return float(d[_NONFINITE])
-    return d
-
-
 def canonical(obj: Any) -> bytes:
     """The one byte form of a JSON value that every hash in a bundle is taken over."""
     try:
         text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                           allow_nan=False)
     except ValueError:
-        text = json.dumps(_tag(obj), sort_keys=True, separators=(",", ":"),
+        text = json.dumps(tag_nonfinite(obj), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8")
 
 
 def decode(data: bytes, where: str) -> Any:
     try:
-        if _NONFINITE.encode() in data:
-            value = json.loads(data, object_hook=_untag)
-        else:
-            value = json.loads(data)
+        value = loads_tagged(data)
     except (ValueError, UnicodeDecodeError) as err:
         raise BundleError(f"{where}: not valid JSON ({err})") from None
     except RecursionError:

@@ -41,6 +41,8 @@ from rackscale.store.events import (
     event_kind,
     parse,
 )
+from rackscale.store.jsondoc import loads as loads_tagged
+from rackscale.store.jsondoc import tag as tag_nonfinite
 from rackscale.store.loader import FleetMismatch, LoadResult, load_topology, loaded_spec
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow, UTCDateTime
 
@@ -79,12 +81,15 @@ __all__ = [
     "SimulateSweepV1",
     "Store",
     "StoreError",
-    "TelemetryCountersV1", "TwinPlantV1",
+    "TelemetryCountersV1",
+    "TwinPlantV1",
     "UTCDateTime",
     "UnknownEventKind",
     "default_db_url",
     "event_kind",
     "load_topology",
     "loaded_spec",
+    "loads_tagged",
     "parse",
+    "tag_nonfinite",
 ]

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import urllib.parse
@@ -201,12 +200,12 @@ def _sqlite_time(text: str) -> datetime:
 
 
 def _decoded(rows: Sequence[Any], dialect: str) -> list[Event]:
-    """Events of rows over `_RAW_COLS`: every payload decoded by one `json.loads` over a JSON
+    """Events of rows over `_RAW_COLS`: every payload decoded by one `json.loads` (jsondoc) over a JSON
     array of the stored texts (one C call instead of one Python call chain per row)."""
     if not rows:
         return []
     _known_kinds(rows)
-    payloads = json.loads("[" + ",".join(r[4] or "null" for r in rows) + "]")
+    payloads = jsondoc.loads("[" + ",".join(r[4] or "null" for r in rows) + "]")
     sqlite = dialect == "sqlite"
     events = [Event(r[0], _sqlite_time(r[1]) if sqlite else r[1], r[2], r[3], p or {}, r[5],
                     r[6]) for r, p in zip(rows, payloads, strict=True)]
@@ -302,9 +301,10 @@ class Store:
         if file is not None:
             self._check_sqlite_file(file)
         try:
-            # Standard JSON on every backend (see store/jsondoc.py).
+            # Standard JSON on every backend, non-finite figures kept (see store/jsondoc.py).
             self.engine: Engine = create_engine(self.url, echo=echo, future=True,
-                                                json_serializer=jsondoc.dumps)
+                                                json_serializer=jsondoc.dumps,
+                                                json_deserializer=jsondoc.loads)
         except (NoSuchModuleError, ModuleNotFoundError) as err:
             raise StoreError(
                 f"no database driver for {self.safe_url!r} ({self._mask(str(err))}); for "
@@ -465,9 +465,8 @@ class Store:
         part of a larger transaction (a state change and its event commit together). The
         payload must fit its kind's model (store/events.py): an unknown kind or a bad payload
         raises before anything is written."""
-        doc, nulled = jsondoc.standard(validated(kind, payload))
         row = EventRow(time=time or datetime.now(UTC), component_id=component_id, kind=kind,
-                       payload=doc, actor=actor, reason=jsondoc.nulled_reason(reason, nulled))
+                       payload=validated(kind, payload), actor=actor, reason=reason)
         if session is not None:
             session.add(row)
             session.flush()
@@ -509,13 +508,9 @@ class Store:
     @staticmethod
     def _rows(events: Iterable[NewEvent]) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
-        rows = []
-        for e in events:
-            doc, nulled = jsondoc.standard(validated(e.kind, e.payload))
-            rows.append({"time": e.time or now, "component_id": e.component_id, "kind": e.kind,
-                         "payload": doc, "actor": e.actor,
-                         "reason": jsondoc.nulled_reason(e.reason, nulled)})
-        return rows
+        return [{"time": e.time or now, "component_id": e.component_id, "kind": e.kind,
+                 "payload": validated(e.kind, e.payload), "actor": e.actor, "reason": e.reason}
+                for e in events]
 
     # The filters of one query, all keyword-only and optional: more than six by design.
     def events(self, *, component_id: str | None = None, prefix: str | None = None,

@@ -1,10 +1,11 @@
-"""Stored documents are standard JSON on every backend.
+"""Stored documents are standard JSON on every backend, and read back as they were written.
 
 Python's `json` writes `Infinity` and `NaN` by default; SQLite keeps that text, PostgreSQL's
-JSON type refuses it, so one run recorded on one backend failed on the other. Every JSON
-column goes through `dumps` (the engine's serializer), which writes a non-finite number as
-`null`; an event's payload is read by `standard` first, so the event says which fields were
-not finite (in its reason) instead of losing them silently.
+JSON type refuses it, so one run recorded on one backend failed on the other. A figure that is
+not finite is real, though (a job that no failure interrupted has an infinite MTTF), so it is
+neither refused nor dropped: every JSON column goes through `dumps` (the engine's serializer),
+which writes it as the tag `{"$nonfinite": "inf"}` (or `"-inf"`, `"nan"`), and `loads` (the
+engine's deserializer) turns the tag back into the float. Evidence bundles use the same tag.
 """
 
 from __future__ import annotations
@@ -13,34 +14,25 @@ import json
 import math
 from typing import Any
 
+NONFINITE = "$nonfinite"
+_MARK = NONFINITE.encode()
 
-def _walk(obj: Any, path: str, nulled: list[str]) -> Any:
+
+def tag(obj: Any) -> Any:
+    """`obj` with every non-finite float as `{"$nonfinite": repr}`: standard JSON."""
     if isinstance(obj, float):  # numpy's float64 is a float; float32 is turned by `default`
-        if math.isfinite(obj):
-            return obj
-        nulled.append(f"{path or '(value)'}={'NaN' if math.isnan(obj) else repr(obj)}")
-        return None
+        return obj if math.isfinite(obj) else {NONFINITE: repr(obj)}
     if isinstance(obj, dict):
-        return {k: _walk(v, f"{path}.{k}" if path else str(k), nulled) for k, v in obj.items()}
+        return {k: tag(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_walk(v, f"{path}[{i}]", nulled) for i, v in enumerate(obj)]
+        return [tag(v) for v in obj]
     return obj
 
 
-def standard(obj: Any) -> tuple[Any, list[str]]:
-    """`obj` with every non-finite float as None, and where each was (`a.b[2]=inf`)."""
-    nulled: list[str] = []
-    return _walk(obj, "", nulled), nulled
-
-
-def nulled_reason(reason: str, nulled: list[str]) -> str:
-    """An event's reason, saying which fields were stored as null because they were not
-    finite (the first few: a reason is one line)."""
-    if not nulled:
-        return reason
-    shown = ", ".join(nulled[:5]) + (f" and {len(nulled) - 5} more" if len(nulled) > 5 else "")
-    note = f"not finite, stored as null: {shown}"
-    return f"{reason} ({note})" if reason else note
+def _untag(d: dict[str, Any]) -> Any:
+    if len(d) == 1 and NONFINITE in d:
+        return float(d[NONFINITE])
+    return d
 
 
 def _default(obj: Any) -> Any:
@@ -50,7 +42,19 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
-def dumps(obj: Any) -> str:
-    """The engine's JSON serializer: standard JSON, a non-finite number written as null."""
-    doc, _ = standard(obj)
-    return json.dumps(doc, allow_nan=False, default=_default)
+def dumps(obj: Any, **kw: Any) -> str:
+    """Standard JSON of `obj`, a non-finite number tagged. The common document has none, and
+    is written in one pass; the walk runs only when `json` refuses one."""
+    try:
+        return json.dumps(obj, allow_nan=False, default=_default, **kw)
+    except ValueError:
+        return json.dumps(tag(obj), allow_nan=False, default=_default, **kw)
+
+
+def loads(data: str | bytes) -> Any:
+    """The document `dumps` wrote, non-finite numbers back as floats (the hook runs only on a
+    text that holds a tag: reading 100k events pays nothing for it otherwise)."""
+    tagged = NONFINITE in data if isinstance(data, str) else _MARK in data
+    if tagged:
+        return json.loads(data, object_hook=_untag)
+    return json.loads(data)

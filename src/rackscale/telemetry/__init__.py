@@ -6,9 +6,8 @@ from rackscale.telemetry.evaluate import (
     STAGE,
     Context,
     Evaluation,
-    Finding,
     TelemetryEvidence,
-    evaluate,
+    TelemetryFinding,
     node_hosts,
     read_hosts,
 )
@@ -16,8 +15,22 @@ from rackscale.telemetry.record import ScrapeReport, baselines, scrape
 from rackscale.telemetry.xid import XIDS, Xid, classify
 
 __all__ = [
-    "STAGE", "XIDS", "Context", "Evaluation", "Finding", "GpuTelemetry", "Page",
-    "ScrapeReport", "TelemetryError", "TelemetryEvidence", "Xid", "baselines", "classify",
-    "evaluate", "node_hosts", "parse_page", "read_hosts", "read_source",
+    "STAGE",
+    "XIDS",
+    "Context",
+    "Evaluation",
+    "GpuTelemetry",
+    "Page",
+    "ScrapeReport",
+    "TelemetryError",
+    "TelemetryEvidence",
+    "TelemetryFinding",
+    "Xid",
+    "baselines",
+    "classify",
+    "node_hosts",
+    "parse_page",
+    "read_hosts",
+    "read_source",
     "scrape",
 ]

@@ -15,9 +15,13 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rackscale.errors import UserError
 from rackscale.inputs import read_text
+
+if TYPE_CHECKING:  # prometheus-client is an optional extra, imported when a page is read
+    from prometheus_client.metrics_core import Metric
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
@@ -96,7 +100,7 @@ def _bad_line(text: str) -> tuple[int, str] | None:
     return None
 
 
-def _families(text: str, source: str) -> list:  # type: ignore[type-arg]
+def _families(text: str, source: str) -> list[Metric]:
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:

@@ -68,7 +68,7 @@ class TelemetryEvidence(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class TelemetryFinding:
     component: str
     kind: str
     verdict: Verdict
@@ -83,7 +83,7 @@ class Finding:
 
 @dataclass(slots=True)
 class Evaluation:
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[TelemetryFinding] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     noted: list[dict[str, Any]] = field(default_factory=list)
     counters: dict[str, tuple[str, Counters]] = field(default_factory=dict)  # tray -> host, c.
@@ -151,15 +151,18 @@ def _point_findings(page: Page, g: GpuTelemetry, gpu_id: str, out: Evaluation) -
                    "table (docs/figures.md): recorded nowhere")
             out.noted.append({"component": gpu_id, "xid": code, "why": why})
         else:
-            out.findings.append(Finding(gpu_id, x.kind, "fail", CONFIDENCE["xid"], _evidence(
+            out.findings.append(TelemetryFinding(
+                gpu_id, x.kind, "fail", CONFIDENCE["xid"], _evidence(
                 page, g, XID, code, f"xid:{code}", xid=code, xid_meaning=x.meaning,
                 xid_class=x.cls)))
     dbe = g.values.get(ECC_DBE, 0.0)
     if dbe > 0:
-        out.findings.append(Finding(gpu_id, HBM_DEGRADED, "fail", CONFIDENCE["ecc"], _evidence(
+        out.findings.append(TelemetryFinding(
+            gpu_id, HBM_DEGRADED, "fail", CONFIDENCE["ecc"], _evidence(
             page, g, ECC_DBE, dbe, f"ecc_dbe:{dbe:g}")))
     if g.values.get(ROW_REMAP_FAILURE, 0.0) >= 1:
-        out.findings.append(Finding(gpu_id, HBM_DEGRADED, "fail", CONFIDENCE["ecc"], _evidence(
+        out.findings.append(TelemetryFinding(
+            gpu_id, HBM_DEGRADED, "fail", CONFIDENCE["ecc"], _evidence(
             page, g, ROW_REMAP_FAILURE, 1.0, "row_remap_failure")))
 
 
@@ -188,12 +191,13 @@ def _crc_finding(page: Page, g: GpuTelemetry, gpu_id: str, now: Mapping[str, flo
     if rise <= 0 or before is None:
         return
     links = sorted(int(k[1:]) for k in now if k.startswith("L") and _rose(now, before, k) > 0)
-    out.findings.append(Finding(gpu_id, NVLINK_PORT_DOWN, "warn", CONFIDENCE["crc"], _evidence(
+    out.findings.append(TelemetryFinding(
+        gpu_id, NVLINK_PORT_DOWN, "warn", CONFIDENCE["crc"], _evidence(
         page, g, NVLINK_CRC, now[NVLINK_CRC], f"nvlink_crc:{now[NVLINK_CRC]:g}",
         previous=before[NVLINK_CRC], rise=rise, links=links)))
 
 
-def evaluate(page: Page, ctx: Context) -> Evaluation:
+def evaluate_page(page: Page, ctx: Context) -> Evaluation:
     """Findings, skips, notes and counters of one page (see the module's rules)."""
     out = Evaluation()
     topo = ctx.topo
@@ -250,11 +254,11 @@ def _throttle_findings(page: Page, ctx: Context, rack: str, hot: list[tuple[str,
             cdu_response=dict(response) if response is not None else None)
         # With the lifecycle's coolant response on the rack the throttling is explained (a
         # power cap throttles by design): noted, the response already acts.
-        out.findings.append(Finding(cdu, COOLANT_FLOW_LOW, "warn" if response else "fail",
+        out.findings.append(TelemetryFinding(cdu, COOLANT_FLOW_LOW, "warn" if response else "fail",
                                     CONFIDENCE["throttle"], ev))
         return
     for gpu_id, h, p in hot:
-        out.findings.append(Finding(gpu_id, SLOW_GPU, "warn", CONFIDENCE["throttle"],
+        out.findings.append(TelemetryFinding(gpu_id, SLOW_GPU, "warn", CONFIDENCE["throttle"],
                                     TelemetryEvidence(
                                         source=page.source, field=THERMAL_VIOLATION, value=h,
                                         key=f"throttle:{h:g}:{p:g}", thermal_violation_us=h,

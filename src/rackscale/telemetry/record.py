@@ -31,7 +31,14 @@ from rackscale.store import (
     TelemetryCountersV1,
 )
 from rackscale.telemetry.dcgm import Page
-from rackscale.telemetry.evaluate import STAGE, Context, Counters, Evaluation, evaluate, node_hosts
+from rackscale.telemetry.evaluate import (
+    STAGE,
+    Context,
+    Counters,
+    Evaluation,
+    evaluate_page,
+    node_hosts,
+)
 
 
 @dataclass(slots=True)
@@ -103,7 +110,7 @@ def scrape(store: Store, topo: Topology, pages: list[Page], *,
     before = baselines(store)
     ctx = Context(topo=topo, hosts=hosts if hosts is not None else node_hosts(topo),
                   baselines=before, cooling=cooling or {})
-    ev = _merge([evaluate(p, ctx) for p in pages])
+    ev = _merge([evaluate_page(p, ctx) for p in pages])
     rep.skipped, rep.noted = ev.skipped, ev.noted
     state = state if state is not None else FleetState(topo)
     state.refresh(store)
