@@ -200,7 +200,7 @@ def _sqlite_time(text: str) -> datetime:
 
 
 def _decoded(rows: Sequence[Any], dialect: str) -> list[Event]:
-    """Events of rows over `_RAW_COLS`: every payload decoded by one `json.loads` (jsondoc) over a JSON
+    """Events of rows over `_RAW_COLS`: every payload decoded by one `jsondoc.loads` over a JSON
     array of the stored texts (one C call instead of one Python call chain per row)."""
     if not rows:
         return []
