@@ -224,10 +224,41 @@ class OperatorTextError(UserError):
     """Free text from the operator (a reason) that cannot be stored and shown as written."""
 
 
+# Characters that change how the text around them reads without being seen: bidirectional
+# overrides, embeddings and isolates (U+202E makes "exe.txt" read "txt.exe"), zero-width
+# spaces and joiners, the word joiner and invisible operators, the byte-order mark. Like
+# ESC and OSC, they never reach a reader's terminal or page as themselves.
+INVISIBLE = frozenset((0x061C, *range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                       *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF))
+
+
+def _hidden(c: str) -> bool:
+    o = ord(c)
+    return (o < 0x20 and c != "\t") or 0x7F <= o <= 0x9F or o in INVISIBLE
+
+
+def escape_of(c: str) -> str:
+    """How a hidden character is shown: `\\xNN` (a control character), `\\uNNNN` (bidi,
+    zero-width)."""
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
 def control_characters(text: str) -> list[str]:
-    """The control characters of `text` (C0 but tab, DEL, C1), as `\\xNN` escapes, in order."""
-    return [f"\\x{ord(c):02x}" for c in text
-            if (ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) <= 0x9F]
+    """The hidden characters of `text` (C0 but tab, DEL, C1, and the INVISIBLE ones), as
+    escapes, in order."""
+    return [escape_of(c) for c in text if _hidden(c)]
+
+
+# str.translate table: every hidden character as its escape, but tab and newline (they lay
+# text out).
+SHOWN = {o: escape_of(chr(o)) for o in (*range(0x20), *range(0x7F, 0xA0), *INVISIBLE)
+         if chr(o) not in "\t\n"}
+
+
+def shown(text: str) -> str:
+    """`text` with every hidden character written as its escape: what a terminal line or a
+    page may carry of text from a store, a file or a peer."""
+    return text.translate(SHOWN)
 
 
 def check_operator_text(text: str, what: str = "--reason") -> str:

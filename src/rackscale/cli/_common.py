@@ -18,6 +18,7 @@ from typer._click.exceptions import UsageError  # typer vendors click; no public
 from typer.core import TyperGroup
 
 from rackscale.errors import UserError
+from rackscale.inputs import shown
 from rackscale.redact import redact
 
 console = Console()
@@ -68,14 +69,11 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))
-            if chr(c) not in "\t\n"}
-
-
 def visible(text: object) -> str:
     """`text` with every control character (ESC, OSC, NUL, CR ... but tab and newline) shown
-    as `\\xNN`: text from a store or a file never drives the reader's terminal."""
-    return str(text).translate(_CONTROL)
+    as `\\xNN`, and every bidi or zero-width one as `\\uNNNN`: text from a store or a file
+    never drives the reader's terminal nor reorders what it reads."""
+    return shown(str(text))
 
 
 def plain(text: object) -> Text:

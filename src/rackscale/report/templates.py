@@ -9,6 +9,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from rackscale.inputs import shown
+
 
 def _as_html(value: Any) -> Any:
     """Every {{ value }} passes here before autoescape: a value that is not HTML yet is escaped
@@ -16,8 +18,10 @@ def _as_html(value: Any) -> Any:
     markupsafe writes &#34; and &#39;), so a section moved onto a template leaves report.html
     byte-identical to the f-string page it replaces. HTML (Markup, a macro's output) passes
     as it is; an undefined name still fails (StrictUndefined). Filters that escape by
-    themselves (join, ~) would write markupsafe's entities: the pages join text in Python."""
-    return value if hasattr(value, "__html__") else Markup(html.escape(str(value)))
+    themselves (join, ~) would write markupsafe's entities: the pages join text in Python.
+    Bidi and zero-width characters are written as their escapes (`\\u202e`): an entity would
+    still reorder the page's text."""
+    return value if hasattr(value, "__html__") else Markup(html.escape(shown(str(value))))
 
 
 ENV = Environment(loader=PackageLoader("rackscale.report", "templates"), autoescape=True,

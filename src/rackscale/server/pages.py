@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from rackscale.inputs import shown
 from rackscale.report import palette_css, state_class
 from rackscale.server import views
 from rackscale.server.api import check_id, snapshot
@@ -27,8 +28,15 @@ router = APIRouter(include_in_schema=False)
 STREAM_URL = "/api/v1/stream"
 TIMELINE_SHOWN = 200
 
+def _shown(value: Any) -> Any:
+    """Every {{ value }} before autoescape: text has its control, bidi and zero-width
+    characters written as escapes (an entity would still reorder the page); HTML passes."""
+    return shown(value) if isinstance(value, str) and not hasattr(value, "__html__") else value
+
+
 ENV = Environment(loader=PackageLoader("rackscale.server", "templates"), autoescape=True,
-                  undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                  undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                  finalize=_shown)
 ENV.globals.update(state_class=state_class, secs=views.secs)
 _CSS = palette_css()
 
