@@ -114,6 +114,12 @@ class SoakFleet:
         set_goal(self.store, ids, RackState.PRODUCTION.value)
         res = self._certify_now(None, self.out / "certify-bring-up")
         if not res["passed"]:
+            # Nothing is injected yet: a finding now is a lab left broken or one measurement
+            # the loaded host bent (a clean veth measured flapping under a full test suite).
+            # It must show again before the soak refuses; the newer evidence is what counts.
+            self.log("bring_up_retest", first=res)
+            res = self._certify_now(None, self.out / "certify-bring-up-retest")
+        if not res["passed"]:
             raise SoakFleetError(f"the lab did not certify clean before the soak "
                                  f"({res['why']}); see {res['out']}. Fix the lab first "
                                  "(`rackscale lab status`, `lab clear`)")
