@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any
 
 import yaml
@@ -35,15 +36,28 @@ class InputError(UserError):
     """A file that cannot be read as the text it should be. The message names file and fix."""
 
 
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
 def read_text(path: str | os.PathLike[str], what: str, *,
               max_bytes: int = MAX_FILE_BYTES,
               error: type[UserError] = InputError) -> str:
     """The text of `path`, refused (as `error`) if missing, a directory, too big or binary."""
     p = os.fspath(path)
     try:
-        if os.path.isdir(p):
+        st = os.stat(p)
+        if stat.S_ISDIR(st.st_mode):
             raise error(f"{p}: is a directory; give the path of a {what} file")
-        size = os.path.getsize(p)
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO with no writer blocks the read forever; a device has no end.
+            raise error(f"{p}: is a {_file_kind(st.st_mode)}, not a regular file; give the "
+                        f"path of a {what} file")
+        size = st.st_size
         if size > max_bytes:
             raise error(f"{p}: {size} bytes is over the {max_bytes >> 20} MiB cap for a {what} "
                         "file; a real one is far smaller. Check that this is the right file.")

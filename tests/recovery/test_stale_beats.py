@@ -65,6 +65,9 @@ def test_a_copied_running_job_directory_leaves_the_original_alone(tmp_path: Path
         assert first.poll() is None and all(map(rig.pid_alive, ranks)), "original harmed"
         st = JobState.load(copy)
         assert st is not None and st.attempt == 2 and st.excluded == {} and len(st.spares) == 1
+        # a job of its own: not the original's identity, so not its checkpoints' key space
+        original = JobState.load(orig)
+        assert original is not None and st.job_id and st.job_id != original.job_id
         assert rig.incidents(copy) == []
         mine = owned.running(copy / owned.RECORD, spare=owned.ancestry())
         assert second.pid in mine and first.pid not in mine

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,12 +178,18 @@ class LocalDirStore:
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         try:
-            with open(self.path(key), "rb") as f:
-                if start:
-                    f.seek(start)
-                return f.read() if end is None else f.read(end - start)
+            # O_NONBLOCK: a FIFO put where an object was opens at once (and is refused below)
+            # instead of blocking the reader forever; it changes nothing for a regular file.
+            fd = os.open(self.path(key), os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise ObjectMissing(f"{self.name}: no object {key}") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CheckpointError(f"{self.name}: {key} is not a regular file (a FIFO, a "
+                                      "device or a socket stands where the object was)")
+            if start:
+                f.seek(start)
+            return f.read() if end is None else f.read(end - start)
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

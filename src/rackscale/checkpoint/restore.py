@@ -238,6 +238,11 @@ class Restorer:
             bad_remote: set[str] = set()
             data_dir = self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
             served = self._fill(m, data_dir, report, bad_remote)
+            if served["local"] or any(t != self.tiers.region.name for t in served):
+                # Served past the region tier, which was never asked for these items: an
+                # object deleted there would stay gone. One HEAD per item finds it.
+                for it in m.items:
+                    self._size_ok(self.tiers.region, m, it, report, bad_remote)
             for it in m.items:
                 part = data_dir / f".{it.name}.partial"
                 if part.exists():

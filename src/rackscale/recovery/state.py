@@ -45,6 +45,8 @@ class JobState(BaseModel):
     # The job directory's identity (device:inode) when this was written: a state read in
     # a copy of the directory names another's processes (None: written before it was kept)
     home: str | None = None
+    # ...and its path: an original still there, with that identity, makes this a copy
+    home_path: str | None = None
 
     @staticmethod
     def path(job_dir: str | os.PathLike[str]) -> Path:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from rackscale import owned
 from rackscale.certify import Placement
@@ -103,6 +103,24 @@ def new_job_id(name: str) -> str:
     return f"{safe}-{uuid.uuid4().hex[:8]}"
 
 
+def state_origin(state: JobState, here: str) -> Literal["here", "moved", "copy"]:
+    """Where a job state found in a directory of identity `here` was written: in it (or in
+    it before a rename, which keeps the inode), in a directory since moved away, or in one
+    still there, with its identity and the same job: then this directory is a copy."""
+    if state.home in (None, here):
+        return "here"
+    if not state.home_path:
+        return "moved"
+    try:
+        # The job too: a directory made after the original was removed may reuse its inode.
+        original = JobState.load(state.home_path)
+        alive = (original is not None and original.job_id == state.job_id
+                 and owned.dir_identity(Path(state.home_path)) == state.home)
+    except (OSError, UserError):  # gone, unreadable or damaged: not a live original
+        alive = False
+    return "copy" if alive else "moved"
+
+
 def _no_note(_message: str) -> None:
     return None
 
@@ -115,10 +133,11 @@ class Supervisor:
         self.run_id = ""  # the running attempt's id (its ranks' beats carry it)
         self.cadence_said = 0  # the attempt whose checkpoint interval was said
         self.copy_note = ""
+        self.forked = False  # a copy of a job directory whose original is still there
         self.state = self._initial_state()
         self.scope_note = ""
         if self.state.job_id is None:  # new, or a state written before jobs had an id
-            if self.state.attempt > 0:
+            if self.state.attempt > 0 and not self.forked:
                 self.scope_note = ("this job's state predates per-job checkpoints: it gets "
                                    "its own key space now and starts afresh (its old "
                                    "checkpoints are kept, but carry no job and are never "
@@ -162,18 +181,34 @@ class Supervisor:
                                 f"{gone[0]}, which {self.setup.placement.describe} does not "
                                 "have; resume it where it started (same --runner and --db), "
                                 "or use another --job-dir")
-            here = owned.dir_identity(self.setup.job_dir)
-            if old.home not in (None, here):
-                # The ranks recorded there are another directory's (the original's, maybe
-                # running still): never stopped from here.
-                self.copy_note = ("this job directory is a copy (or was moved across file "
-                                  "systems): the processes recorded in it are left alone")
-                old.rank_pids = []
-            old.home = here
+            self._adopt(old)
             return old
         return JobState(job=self.setup.job, command=self.cfg.command, gpus=self.cfg.gpus,
                         assignment=slots[:self.cfg.gpus], spares=slots[self.cfg.gpus:need],
-                        home=owned.dir_identity(self.setup.job_dir))
+                        home=owned.dir_identity(self.setup.job_dir),
+                        home_path=str(self.setup.job_dir.resolve()))
+
+    def _adopt(self, old: JobState) -> None:
+        """Take over a state found in the job directory; if it was written in another
+        directory, leave that one's processes alone, and if that directory is still there
+        (a copy, not a move) give this job an identity of its own."""
+        here = owned.dir_identity(self.setup.job_dir)
+        origin = state_origin(old, here)
+        if origin != "here":
+            # The ranks recorded there are another directory's (the original's, maybe
+            # running still): never stopped from here.
+            self.copy_note = ("this job directory is a copy (or was moved across file "
+                              "systems): the processes recorded in it are left alone")
+            old.rank_pids = []
+            if origin == "copy":
+                # The original is where it was: two jobs would share one key space, each
+                # resuming (and retiring) the other's checkpoints.
+                old.job_id, self.forked = None, True
+                self.copy_note = (f"this job directory is a copy of {old.home_path}, which "
+                                  "is still there: it runs as a job of its own, with its own "
+                                  "checkpoints (none yet, so it starts from the beginning), "
+                                  "and the processes recorded in it are left alone")
+        old.home, old.home_path = here, str(self.setup.job_dir.resolve())
 
     # --- the loop -----------------------------------------------------------------------------
     def run(self) -> JobState:
