@@ -56,6 +56,8 @@ class CertifyRun:
     warns: int
     wall_s: float
     fabric: list[dict[str, Any]] = field(default_factory=list)
+    # Parts never measured because an earlier failure left them out: {part, stage, because}
+    untested: list[dict[str, Any]] = field(default_factory=list)
     # The twin's plant the run certified (None on real hardware): stored with the run, so the
     # lifecycle reads the same CDUs and power shelves (`twin.plant`).
     plant: TwinPlantV1 | None = None
@@ -85,7 +87,7 @@ class CertifyRun:
             "gpus_clear": self.gpus_healthy, "gpus_healthy": self.gpus_healthy,
             "gpus_passed": self.gpus_passed,
             "findings": len(self.findings), "warns": self.warns, "wall_s": round(self.wall_s, 3),
-            "fabric": self.fabric, "scope": self.config.scope,
+            "fabric": self.fabric, "scope": self.config.scope, "untested": self.untested,
             Provenance(self.backend).basis: True,
         }
 
@@ -123,8 +125,39 @@ class Ladder:
             gpus_healthy=int((self._healthy_mask(findings) & in_scope).sum()),
             gpus_passed=self._passed(st),
             campaign=st.campaign, warns=st.warns, wall_s=time.perf_counter() - t0,
-            fabric=st.fabric,
+            fabric=st.fabric, untested=self._untested(st, findings, in_scope),
         )
+
+    def _untested(self, st: RunState, findings: list[Finding],
+                  in_scope: np.ndarray) -> list[dict[str, Any]]:
+        """NICs whose GPU an earlier failure left out of the multi-rack stage. A NIC is
+        measured only there, and only with its own GPU: left out, it was never tested (on
+        an HGX node a bad GPU's NIC; on NVL72 a failed tray's), so it is not certified and
+        must say so, not pass by silence."""
+        if 4 not in self.config.stages:
+            return []
+        topo = self.topo
+        left_out = np.flatnonzero(in_scope & ~st.ran[4])
+        if not len(left_out):
+            return []
+        named = {f.component for f in findings}
+        because: dict[int, list[str]] = {}
+        everywhere = []  # a probe that failed fleet-wide leaves every GPU out
+        for f in findings:
+            if f.component in topo.index and f.component != topo.spec.name:
+                for g in topo.affected_gpus(f.component):
+                    because.setdefault(int(g), []).append(f.component)
+            else:
+                everywhere.append(f.component)
+        out = []
+        for g in left_out:
+            if topo.gpu_nic[g] < 0:
+                continue
+            nic = topo.ids[int(topo.gpu_nic[g])]
+            if nic not in named:
+                out.append({"part": nic, "stage": 4,
+                            "because": sorted({*because.get(int(g), []), *everywhere})})
+        return out
 
     def _passed(self, st: RunState) -> int:
         ok = np.ones(len(self.topo.gpu_ids), bool)

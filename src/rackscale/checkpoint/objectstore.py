@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -177,14 +178,19 @@ class LocalDirStore:
         return self._etag(dest.stat())
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        path = self.path(key)
         try:
             # O_NONBLOCK: a FIFO put where an object was opens at once (and is refused below)
             # instead of blocking the reader forever; it changes nothing for a regular file.
-            fd = os.open(self.path(key), os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise ObjectMissing(f"{self.name}: no object {key}") from None
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # as open() says it, naming the path: the CLI tells how
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            if not stat.S_ISREG(mode):
                 raise CheckpointError(f"{self.name}: {key} is not a regular file (a FIFO, a "
                                       "device or a socket stands where the object was)")
             if start:

@@ -149,6 +149,21 @@ def print_findings(run: CertifyRun) -> None:
         f"{s['collective_tests']} ({s['collective_runs']} runs with repeats) vs "
         f"{s['allpairs_tests']:,} all-pairs ({s['tests_vs_allpairs']:,.0f}x fewer); "
         f"{campaign}wall {s['wall_s']:.2f} s")
+    print_untested(run.untested)
+
+
+def print_untested(untested: list[dict[str, Any]], shown: int = 10) -> None:
+    """The parts an earlier failure left out of the stage that tests them: not certified."""
+    if not untested:
+        return
+    console.print(f"[yellow]untested[/]: {len(untested)} part(s) never measured, left out of "
+                  "the stage that tests them by an earlier failure (not certified):")
+    for u in untested[:shown]:
+        console.print(f"  {escape(u['part'])} (stage {u['stage']}: left out because of "
+                      f"{escape(', '.join(u['because']) or 'an earlier failure')})",
+                      soft_wrap=True)
+    if len(untested) > shown:
+        console.print(f"  ... and {len(untested) - shown} more (--json lists all)")
 
 
 def _save(store: Store, run: CertifyRun, jsonl: Path) -> None:

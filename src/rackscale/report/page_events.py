@@ -49,7 +49,10 @@ def coverage(doc: dict[str, Any]) -> str:
         f'{len(racks) - len(gaps):,} racks passed every stage and are not '
         f'listed; {len(gaps):,} did not' + (f", the first {len(shown)} shown" if
                                            len(shown) < len(gaps) else "") + ".")
+    run = doc.get("certification", {}).get("payload") or {}
+    untested = run.get("untested") or []
     return macro("events.html", "coverage", {
+        "untested": untested[:COVERAGE_ROWS_SHOWN], "untested_n": len(untested),
         "verdicts": ", ".join(f"{k}: {v}" for k, v in cov.get("verdicts", {}).items()),
         "per_stage": ", ".join(f"{s} {n}/{len(racks)}" for s, n in passed_by_stage.items()),
         "more": more, "stages": stages,

@@ -234,6 +234,15 @@ class OfCertifyRun(BaseModel):
     backend: Backend
 
 
+class UntestedPart(BaseModel):
+    """A part the run could not measure: the stage that tests it ran without it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    part: str
+    stage: Stage
+    because: list[str]  # the findings that left it out
+
+
 @event_kind("certify.run")
 class CertifyRunV1(Payload, OfCertifyRun):
     """One certification run (component_id: the fleet's name). `findings` is a count."""
@@ -259,6 +268,9 @@ class CertifyRunV1(Payload, OfCertifyRun):
     scope: str | None = None
     simulated: bool | None = None
     measured: bool | None = None
+    # Parts never measured because an earlier failure left them out (certify.ladder): each
+    # {part, stage, because: [finding components]}. None: written before this was kept.
+    untested: list[UntestedPart] | None = None
 
 
 FindingVerdict = Literal["fail", "warn", "pass"]
