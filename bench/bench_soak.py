@@ -1,8 +1,10 @@
 """The simulator checked against soaks: measured ETTR against the simulator's prediction.
 
-Runs N soaks (`rackscale job soak --json`, the CLI as its own process) on a lab it brings up
-and tears down, each at a different fault count over the same duration (so at a different
-fault rate), and sets each soak's measured ETTR (MEASURED, with its 95% interval) against the
+Runs soaks (`rackscale job soak --json`, the CLI as its own process) on a lab it brings up
+and tears down: by default one per fault family mix (`--mixes`: rack cooling at 0, 0.5 and 1
+of the fail-stop rate, and network faults only; 3 faults each, seeds from 200, which no test
+draws), or with `--faults`/`--soaks` a sweep of fault counts without cooling. It sets each
+soak's measured ETTR (MEASURED, with its 95% interval) against the
 simulator's prediction for it (SIMULATED: the simulator's engine fed the schedule's failure
 rates, the soak's job shape and window, and its measured recovery costs; `soak.json`'s
 `predicted`). The baseline is the measurement itself: the difference is predicted - measured,
@@ -10,12 +12,13 @@ in percentage points. Goal: every prediction inside the measured 95% interval, o
 3 pp; for each one that is not, the badput groups whose simulated and measured figures part
 name the assumption that differs.
 
-    PYTHONPATH=src python bench/bench_soak.py [--soaks 3] [--faults 1,2,4] [--duration-min 6]
-                                              [--quick] [--seed 0] [--json OUT]
+    PYTHONPATH=src python bench/bench_soak.py [--mixes cooling-0,cooling-0.5,cooling-1,network]
+                                              [--faults 1,2,4 | --soaks 3] [--duration-min 6]
+                                              [--quick] [--seed 200] [--json OUT]
     PYTHONPATH=src python bench/bench_soak.py --tabulate DIR/soak.json ... [--json OUT]
 
     PYTHONPATH=src python bench/bench_soak.py --storage [--faults N] [--duration-min 6]
-                                              [--kinds K,...] [--seed 0] [--json OUT]
+                                              [--kinds K,...] [--seed 200] [--json OUT]
     PYTHONPATH=src python bench/bench_soak.py --storage-tabulate ON/soak.json OFF/soak.json
 
 `--tabulate` builds the table from soaks already run (each `soak.json` with its
@@ -53,6 +56,16 @@ from rackscale.soak.schedule import START_ALLOW_S
 from rackscale.soak.storage import compare
 
 GOAL_PP = 3.0
+# The default: one soak per fault family mix, so the simulator is checked on each (a soak
+# drawing only network faults, and rack cooling at 0, 0.5 and 1 of the fail-stop rate), on
+# seeds no test uses.
+MIXES: dict[str, tuple[str, ...]] = {
+    "cooling-0": ("--cooling-ratio", "0"),
+    "cooling-0.5": ("--cooling-ratio", "0.5"),
+    "cooling-1": ("--cooling-ratio", "1"),
+    "network": ("--kinds", "bad_cable,nic_dead"),
+}
+MIX_FAULTS, MIX_SEED = 3, 200
 JOB_GPUS, SPARES = 4, 4  # the shipped lab's 8 GPU slots: each fault takes a spare
 WARMUP_S, HOLD_S, SETTLE_S = 15.0, 25.0, 25.0  # job soak's defaults (schedule.draw)
 
@@ -127,12 +140,13 @@ def row(soak_json: Path) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = ["| faults | seed | measured ETTR [95%] | predicted ETTR (simulated) | "
+    out = ["| mix | faults | seed | measured ETTR [95%] | predicted ETTR (simulated) | "
            "difference pp | inside interval? | goal met? |",
-           "|---:|---:|---|---|---:|---|---|"]
+           "|---|---:|---:|---|---|---:|---|---|"]
     for x in rows:
         m, p = x["measured"], x["predicted"]
-        out.append(f"| {x['faults']} | {x['seed']} | {m['value']:.3f} [{m['lo']:.3f}, "
+        out.append(f"| {x.get('mix', '-')} | {x['faults']} | {x['seed']} | {m['value']:.3f} "
+                   f"[{m['lo']:.3f}, "
                    f"{m['hi']:.3f}] | {p['ettr']:.3f} (one soak: {p['ettr_lo']:.3f}.."
                    f"{p['ettr_hi']:.3f}) | {x['difference_pp']:+.1f} | "
                    f"{'yes' if x['inside'] else 'no'} | {'yes' if x['met'] else 'no'} |")
@@ -141,7 +155,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             x["differs"] = ["no badput group parts by 1 pp or more: the spread of one soak "
                             "(where its faults fell) is the likeliest cause"]
         for line in x["differs"]:
-            out.append(f"- {x['faults']} faults, seed {x['seed']}: {line}")
+            out.append(f"- {x.get('mix', '')} {x['faults']} faults, seed {x['seed']}: {line}")
+    for x in rows:
+        assumed = [f"{k} = {v.get('value')} ({v.get('basis')})" for k, v in x["inputs"].items()
+                   if isinstance(v, dict) and str(v.get("basis", "")).startswith("assumed")]
+        out.append(f"- {x.get('mix', '')} seed {x['seed']}: inputs assumed, not measured: "
+                   + ("; ".join(assumed) or "none"))
     met = sum(x["met"] for x in rows)
     hosts = ", ".join(sorted({x["host"] for x in rows}))
     out.append(f"\nGoal (inside the measured 95% interval or within {GOAL_PP:g} pp): {met} of "
@@ -149,19 +168,35 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def run_all(counts: list[int], seed: int, duration_min: float) -> list[dict[str, Any]]:
+def run_all(plan: list[tuple[str, int, tuple[str, ...]]], seed: int,
+            duration_min: float) -> list[dict[str, Any]]:
+    """Each (mix, fault count, job soak options) of `plan` as one soak, on one lab."""
     fleet = lab.default_fleet_path()
     work = Path(tempfile.mkdtemp(prefix="rackscale-bench-soak-"))
     sd = work / "lab"
     lab.up(Topology.build(load_fleet(fleet)), sd, fleet_file=fleet)
     try:
         rows = []
-        for i, n in enumerate(counts):
-            rows.append(row(run_soak(sd, work / f"soak-{n}", n, seed + i, duration_min)))
+        for i, (mix, n, extra) in enumerate(plan):
+            out = work / f"soak-{i}-{mix}-{n}"
+            rows.append(row(run_soak(sd, out, n, seed + i, duration_min, extra)) | {"mix": mix})
+            print(table(rows[-1:]), flush=True)
             time.sleep(5)  # the last soak's processes gone before the next one starts
         return rows
     finally:
         lab.down(sd)
+
+
+def plan_of(a: argparse.Namespace, duration_s: float) -> list[tuple[str, int, tuple[str, ...]]]:
+    """--faults sweeps fault counts on one mix (no cooling); else one soak per --mixes."""
+    if a.faults or a.soaks_given:
+        return [("cooling-0", n, ()) for n in fault_counts(a.soaks, duration_s, a.faults)]
+    mixes = [m.strip() for m in a.mixes.split(",") if m.strip()]
+    bad = [m for m in mixes if m not in MIXES]
+    if bad or not mixes:
+        raise SystemExit(f"bench_soak: unknown mix {bad or mixes}; valid: {', '.join(MIXES)}")
+    n = min(MIX_FAULTS, most_faults(duration_s))
+    return [(m, n, MIXES[m]) for m in mixes]
 
 
 def cache_off_config(path: Path, soak_out: Path) -> Path:
@@ -263,12 +298,16 @@ def main_storage(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--soaks", type=int, default=3, help="soaks to run (default 3)")
-    ap.add_argument("--faults", help="fault count of each soak, comma-separated; overrides "
-                    "--soaks (default: spread from 1 to the most the duration holds)")
+    ap.add_argument("--mixes", default=",".join(MIXES), help="fault family mixes, one soak "
+                    f"each, {MIX_FAULTS} faults (default: {','.join(MIXES)})")
+    ap.add_argument("--soaks", type=int, default=None, help="instead of --mixes: this many "
+                    "soaks without cooling faults, fault counts spread from 1 up")
+    ap.add_argument("--faults", help="instead of --mixes: fault count of each soak, "
+                    "comma-separated (no cooling faults)")
     ap.add_argument("--duration-min", type=float, default=6.0, help="minutes per soak")
     ap.add_argument("--quick", action="store_true", help="4-minute soaks")
-    ap.add_argument("--seed", type=int, default=0, help="schedule seed of the first soak")
+    ap.add_argument("--seed", type=int, default=MIX_SEED, help="schedule seed of the first "
+                    f"soak (default {MIX_SEED}: no test draws it)")
     ap.add_argument("--tabulate", nargs="+", type=Path, metavar="SOAK_JSON",
                     help="tabulate soaks already run instead of running any (no lab)")
     ap.add_argument("--storage", action="store_true", help="one schedule with the job's "
@@ -280,18 +319,20 @@ def main(argv: list[str] | None = None) -> int:
                     "(no lab)")
     ap.add_argument("--json", type=Path, help="write the rows here")
     a = ap.parse_args(argv)
+    a.soaks_given = a.soaks is not None
+    a.soaks = a.soaks or 3
     if a.storage or a.storage_tabulate:
         return main_storage(a)
     if a.tabulate:
         rows = [row(p) for p in a.tabulate]
     else:
         duration = 4.0 if a.quick else a.duration_min
-        counts = fault_counts(a.soaks, duration * 60, a.faults)
+        plan = plan_of(a, duration * 60)
         why = why_no_lab()
         if why:
             print(f"bench_soak: the soaks need the lab: {why}", file=sys.stderr)
             return 2
-        rows = run_all(counts, a.seed, duration)
+        rows = run_all(plan, a.seed, duration)
     print(table(rows))
     if a.json:
         a.json.write_text(json.dumps({"measured_vs_simulated": rows, "goal_pp": GOAL_PP},
