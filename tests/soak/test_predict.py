@@ -58,10 +58,25 @@ def test_the_figures_fed_are_echoed_with_where_they_came_from() -> None:
 
 def test_a_cost_the_soak_did_not_measure_is_the_simulators_assumption() -> None:
     r = copy.deepcopy(RESULT)
-    for f in r["faults"]:  # only slow faults: no fail-stop detection measured
+    for f in r["faults"]:  # only slow faults, none detected: no detection measured at all
         f["named"]["symptom"] = "straggler"
+        f["detected"], f["time_to_detect_s"] = False, None
     inp = predict(r, SCHEDULE, ckpt_every=EVERY)["inputs"]
     assert inp["detect_min"]["basis"].startswith("assumed")
+
+
+def test_a_soak_without_fail_stop_feeds_the_detection_it_measured() -> None:
+    """A network-only soak injects slow faults the simulator counts as fail-stop: the
+    detection fed is the soak's own (it fell back to the simulator's 191 s against 2.6 s
+    measured, and missed by 34 pp)."""
+    r = copy.deepcopy(RESULT)
+    for i, f in enumerate(r["faults"]):
+        f["named"]["symptom"] = "straggler"
+        f["detected"], f["time_to_detect_s"] = True, 2.0 + i
+    inp = predict(r, SCHEDULE, ckpt_every=EVERY)["inputs"]["detect_min"]
+    assert inp["basis"] == "measured" and "time to detect" in inp["from"]
+    assert inp["value"] * 60 == pytest.approx(statistics.fmean(
+        2.0 + i for i in range(len(r["faults"]))), abs=1e-3)
 
 
 def _soak(faults: int, cost: float) -> tuple[dict[str, Any], Schedule]:

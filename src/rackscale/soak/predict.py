@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,21 @@ def mean_or_none(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
+def _detection(cost: dict[str, float | None],
+               fed: Callable[[float | None, Any, str], dict[str, Any]]) -> dict[str, Any]:
+    """The detection latency fed: the soak's fail-stop mean; with no fail-stop fault in the
+    soak, the mean time to detect of the faults it did detect. The simulator counts causes
+    the lab injects as slow (a degraded leaf, a flapping cable) as fail-stop, and without
+    this fell back to its own assumed latency where the soak had measured one (a
+    network-only soak: 191 s simulated against 2.6 s measured)."""
+    if cost["detect_s"] is not None:
+        return fed(cost["detect_s"] / 60, None, "detection, mean per fail-stop")
+    if cost["any_detect_s"] is not None:
+        return fed(cost["any_detect_s"] / 60, None, "no fail-stop fault in the soak: the "
+                   "mean time to detect of the faults it detected")
+    return fed(None, None, "detection, mean per fail-stop")
+
+
 def measured_costs(result: dict[str, Any], ckpt_every: int) -> dict[str, float | None]:
     """The soak's recovery costs in seconds, means per fault (None: no such fault measured)."""
     rows, bad = result["faults"], result["badput_s"]
@@ -106,6 +122,10 @@ def measured_costs(result: dict[str, Any], ckpt_every: int) -> dict[str, float |
     return {
         "initial_start_s": float(bad.get("initial_start", 0.0)),
         "detect_s": mean_or_none([float(r["badput_s"]["detection"]) for r in crash]),
+        # any fault's time to detect: what a soak with no fail-stop fault measured of detection
+        "any_detect_s": mean_or_none([float(r["time_to_detect_s"]) for r in rows
+                                      if r.get("detected") and r.get("time_to_detect_s")
+                                      is not None]),
         "restart_s": mean_or_none([sum(float(r["badput_s"][k]) for k in (
             "stop", "localization", "restart", "restore")) for r in restarted]),
         "slow_found_s": mean_or_none(found),
@@ -156,8 +176,7 @@ def sim_config(result: dict[str, Any], schedule: Schedule, ckpt_every: int, tria
                               "from": f"ckpt_every {ckpt_every} x clean step {clean} s"},
         "start_min": fed(float(cost["initial_start_s"] or 0.0) / 60, 0.0,
                          "initial_start, launch to first step"),
-        "detect_min": fed(None if cost["detect_s"] is None else cost["detect_s"] / 60, None,
-                          "detection, mean per fail-stop"),
+        "detect_min": _detection(cost, fed),
         "restart_min": fed(None if cost["restart_s"] is None else cost["restart_s"] / 60,
                            d["restart_min"].default, "stop + localization + restart + "
                            "restore, mean per restart"),
