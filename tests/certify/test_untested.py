@@ -55,14 +55,19 @@ def test_a_finding_on_the_nic_itself_is_not_also_untested() -> None:
     assert "a/r03/n01/nic2" not in {u["part"] for u in run.untested}
 
 
-@pytest.mark.parametrize("json_out", [True, False])
-def test_certify_run_says_what_went_untested(tmp_path, monkeypatch, json_out: bool) -> None:
+def _files(tmp_path, monkeypatch) -> str:
+    """The fleet and a faults file (an SDC GPU and a bad cable on its own NIC); the db URL."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "fleet.yaml").write_text(HGX)
     (tmp_path / "faults.yaml").write_text(
         "faults:\n  - {target: a/r02/n01/gpu3, kind: sdc}\n"
         "  - {target: a/r02/n01/nic3, kind: bad_cable, severity: 0.5}\n")
-    db = f"sqlite:///{tmp_path / 's.db'}"
+    return f"sqlite:///{tmp_path / 's.db'}"
+
+
+@pytest.mark.parametrize("json_out", [True, False])
+def test_certify_run_says_what_went_untested(tmp_path, monkeypatch, json_out: bool) -> None:
+    db = _files(tmp_path, monkeypatch)
     r = CliRunner().invoke(app, ["fleet", "load", "--fleet", "fleet.yaml", "--db", db])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["certify", "run", "--faults", "faults.yaml", "--seed", "3",
@@ -76,12 +81,7 @@ def test_certify_run_says_what_went_untested(tmp_path, monkeypatch, json_out: bo
 
 
 def test_the_report_lists_the_untested_parts(tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "fleet.yaml").write_text(HGX)
-    (tmp_path / "faults.yaml").write_text(
-        "faults:\n  - {target: a/r02/n01/gpu3, kind: sdc}\n"
-        "  - {target: a/r02/n01/nic3, kind: bad_cable, severity: 0.5}\n")
-    db = f"sqlite:///{tmp_path / 's.db'}"
+    db = _files(tmp_path, monkeypatch)
     for args in (["fleet", "load", "--fleet", "fleet.yaml"],
                  ["certify", "run", "--faults", "faults.yaml", "--seed", "3"],
                  ["report", "build", "--out", "rep"]):
