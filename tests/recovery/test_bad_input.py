@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,30 @@ def test_more_exclusions_than_spares_stops_with_exit_2_and_keeps_checkpoints(
     assert ckpt in out["error"]["message"]
     assert rig.incidents(job)[0]["outcome"] == "no_spare"
     assert not rig.pid_alive(victim)
+
+
+def test_short_of_spares_the_job_waits_for_a_repaired_slot_to_rejoin(tmp_path: Path) -> None:
+    """With --spare-wait-s a recovery short of spares waits for a returned slot instead of
+    stopping: the second crash finds no spare, the first crash's slot is returned on evidence
+    during the wait, and the job goes on on it."""
+    from rackscale.recovery import JobState, request_return
+
+    job = tmp_path / "job"
+    sup = rig.start(job, rig.trainer_cmd(job), "--spare-wait-s", "120", spares=1)
+    try:
+        os.kill(rig.wait_step(job, 1, 1, 8, proc=sup)["pid"], signal.SIGKILL)
+        os.kill(rig.wait_step(job, 2, 1, 8, proc=sup)["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # both crashes excluded: the job now waits
+            st = JobState.load(job)
+            if st is not None and len(st.excluded) == 2:
+                break
+            time.sleep(0.2)
+        first = next(iter(st.excluded))
+        request_return(job, [first], {"certify": "passed after repair (test)"})
+        rig.wait_step(job, 3, 1, 8, proc=sup)
+        st = JobState.load(job)
+        assert st is not None and first in st.assignment and first not in st.excluded
+    finally:
+        os.killpg(sup.pid, signal.SIGTERM)
+        sup.wait(30)

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from rackscale.cli._common import DbOption, JsonOption, emit_json, err_console, noun, plain, say
+from rackscale.errors import UserError
 from rackscale.owned import ends_cleanly
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ JobDirOption = typer.Option(
 CkptEveryOption = typer.Option(10, "--ckpt-every", min=1,
                                help="Checkpoint every N steps (passed to the ranks).")
 StepsOption = typer.Option(100, "--steps", min=1, help="Training steps of the job.")
+SpareWaitOption = typer.Option(0.0, "--spare-wait-s", min=0, max=86_400, help="A recovery "
+                               "short of spares waits this long for repaired slots to rejoin "
+                               "before the job stops (0: it stops at once).")
 RunCkptEveryOption = typer.Option(
     None, "--ckpt-every", min=1, show_default=False, help="Checkpoint every N steps (passed "
     "to the ranks). Default: chosen as the job runs, sqrt(2 x measured save cost x MTBF) "
@@ -142,6 +146,7 @@ def run(
                                         help="Consecutive slow steps that make a straggler."),
     max_restarts: int = typer.Option(10, "--max-restarts", min=0,
                                      help="Give up after this many restarts."),
+    spare_wait_s: float = SpareWaitOption,
     warm: bool | None = typer.Option(
         None, "--warm/--cold", show_default=False, help="Keep a standby process per GPU slot, "
         "started ahead with its imports done, so a restart skips the process start; --cold "
@@ -162,11 +167,11 @@ def run(
 
     command = list(ctx.args)
     if not command:
-        from rackscale.errors import UserError
         raise UserError("no command: give the job's command after `--`, e.g. "
                         "`rackscale job run --job-gpus 2 -- rackscale job train-demo`")
     cfg = make_job_config(command=command, gpus=gpus, spares=spares, ckpt_every=ckpt_every or 10,
                           steps=steps, max_restarts=max_restarts, warm=_warm(runner, warm),
+                          spare_wait_s=spare_wait_s,
                           detect={"hang_floor_s": hang_floor_s,
                                   "startup_timeout_s": startup_timeout_s,
                                   "straggler_threshold": straggler_threshold,

@@ -61,6 +61,10 @@ class JobConfig(BaseModel):
     # Only once a rank of the command has said it takes part (warm.py); `job run` turns it
     # off for a runner that cannot keep standbys (Slurm, JobRunner.no_standbys).
     warm: bool = True
+    # A recovery short of spares waits this long for repaired slots to rejoin (returns.py)
+    # before the job stops; 0: it stops at once. Worth it where repairs are certified and
+    # returned while the job runs (a soak): a part a minute from rejoining ended the job.
+    spare_wait_s: float = Field(default=0.0, ge=0, le=86_400)
     detect: DetectConfig = Field(default_factory=DetectConfig)
 
 

@@ -457,8 +457,9 @@ class Supervisor:
         rb = out.ranks[sus.rank]
         detect_s, detect_steps = _detect_time(sus, rb, out)
         done = max((r.done_step for r in out.ranks), default=0)
-        spare = st.spares.pop(0) if st.spares else None
         st.excluded[slot] = f"{sus.kind.value} of rank {sus.rank} (attempt {st.attempt})"
+        self._wait_for_spares(lambda: bool(st.spares))
+        spare = st.spares.pop(0) if st.spares else None
         inc = IncidentPayload(
             job=st.job, attempt=st.attempt, symptom=sus.kind.value, rank=sus.rank,
             component=slot, fault_kind="", spare=spare, evidence=sus.evidence,
@@ -516,6 +517,21 @@ class Supervisor:
             st.returns_read += len(new)
             st.save(self.setup.job_dir)
 
+    def _wait_for_spares(self, enough: Callable[[], bool]) -> None:
+        """Until `enough()` or `spare_wait_s` has passed, take the slots returned after a
+        certified repair, once a second; said when it waits. The ranks are stopped by now:
+        the time is the job's, waiting for capacity."""
+        if enough() or self.cfg.spare_wait_s <= 0:
+            return
+        self.note(f"job {self.state.job}: too few spares; waiting up to "
+                  f"{self.cfg.spare_wait_s:g} s for repaired slots to rejoin")
+        deadline = time.monotonic() + self.cfg.spare_wait_s
+        while time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            self._take_returns()
+            if enough():
+                return
+
     def _drained(self) -> dict[str, Mapping[str, Any]]:
         """The racks the job uses that the lifecycle drained for their cooling (`drain` in
         their condition), with their conditions; none when no source knows, or it cannot be
@@ -559,6 +575,14 @@ class Supervisor:
         excluded all the same, and the job stops as the per-slot path does (no_spare)."""
         st = self.state
         short: SparesExhausted | None = None
+        def enough() -> bool:
+            try:
+                hot_rack_move(st.assignment, st.spares, src.rack_of, hot)
+            except SparesExhausted:
+                return False
+            return True
+
+        self._wait_for_spares(enough)
         try:
             move = hot_rack_move(st.assignment, st.spares, src.rack_of, hot)
         except SparesExhausted as err:

@@ -37,6 +37,10 @@ from rackscale.soak.schedule import Schedule, ScheduledFault
 from rackscale.soak.storage import storage_summary
 
 BIG = 10_000_000  # the job's length: it is stopped at the end of the soak, never finishes
+# A recovery short of spares waits this long for repaired parts to rejoin: a repair is
+# lifted after --repair-s (25 s) and certified (about 30 s) before its slot comes back, and
+# without the wait a fault in that gap ended the soak (SparesExhausted).
+SPARE_WAIT_S = 90.0
 CLEAN_STEPS = 10  # steps of the first attempt before the first fault (the clean step time)
 START_TIMEOUT_S = 240.0
 
@@ -154,7 +158,8 @@ class Soak:
         args = [sys.executable, "-m", "rackscale", "job", "run", "--runner", "lab", "--lab",
                 str(s.lab_dir), "--job-gpus", str(s.schedule.gpus), "--spares", str(s.spares),
                 "--ckpt-every", str(s.ckpt_every), "--steps", str(BIG), "--max-restarts",
-                "1000", "--job-dir", str(self.job_dir), "--db", s.db, *s.detect,
+                "1000", "--spare-wait-s", str(SPARE_WAIT_S), "--job-dir", str(self.job_dir),
+                "--db", s.db, *s.detect,
                 *(["--config", str(s.config)] if s.config is not None else []), "--json",
                 "--", *cmd]
         with (s.out / "job.out").open("wb") as out:
