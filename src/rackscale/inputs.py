@@ -246,9 +246,8 @@ INVISIBLE = frozenset((0x061C, *range(0x200B, 0x2010), *range(0x202A, 0x202F),
                        *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF))
 
 
-def _hidden(c: str) -> bool:
-    o = ord(c)
-    return (o < 0x20 and c != "\t") or 0x7F <= o <= 0x9F or o in INVISIBLE
+# Every character no reader may get as itself: C0 but tab, DEL, C1, and the INVISIBLE ones.
+HIDDEN = frozenset((*(o for o in range(0x20) if o != 0x09), *range(0x7F, 0xA0), *INVISIBLE))
 
 
 def escape_of(c: str) -> str:
@@ -260,13 +259,11 @@ def escape_of(c: str) -> str:
 def control_characters(text: str) -> list[str]:
     """The hidden characters of `text` (C0 but tab, DEL, C1, and the INVISIBLE ones), as
     escapes, in order."""
-    return [escape_of(c) for c in text if _hidden(c)]
+    return [escape_of(c) for c in text if ord(c) in HIDDEN]
 
 
-# str.translate table: every hidden character as its escape, but tab and newline (they lay
-# text out).
-SHOWN = {o: escape_of(chr(o)) for o in (*range(0x20), *range(0x7F, 0xA0), *INVISIBLE)
-         if chr(o) not in "\t\n"}
+# str.translate table: every hidden character as its escape, but newline (it lays text out).
+SHOWN = {o: escape_of(chr(o)) for o in HIDDEN if o != 0x0A}
 
 
 def shown(text: str) -> str:

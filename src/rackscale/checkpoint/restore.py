@@ -238,7 +238,7 @@ class Restorer:
             bad_remote: set[str] = set()
             data_dir = self.tiers.local.path(self.tiers.layout.data_prefix(ckpt_id))
             served = self._fill(m, data_dir, report, bad_remote)
-            if served["local"] or any(t != self.tiers.region.name for t in served):
+            if set(served) - {self.tiers.region.name}:
                 # Served past the region tier, which was never asked for these items: an
                 # object deleted there would stay gone. One HEAD per item finds it.
                 for it in m.items:

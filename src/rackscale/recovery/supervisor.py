@@ -197,8 +197,6 @@ class Supervisor:
         if origin != "here":
             # The ranks recorded there are another directory's (the original's, maybe
             # running still): never stopped from here.
-            self.copy_note = ("this job directory is a copy (or was moved across file "
-                              "systems): the processes recorded in it are left alone")
             old.rank_pids = []
             if origin == "copy":
                 # The original is where it was: two jobs would share one key space, each
@@ -208,6 +206,9 @@ class Supervisor:
                                   "is still there: it runs as a job of its own, with its own "
                                   "checkpoints (none yet, so it starts from the beginning), "
                                   "and the processes recorded in it are left alone")
+            else:
+                self.copy_note = ("this job directory is a copy (or was moved across file "
+                                  "systems): the processes recorded in it are left alone")
         old.home, old.home_path = here, str(self.setup.job_dir.resolve())
 
     # --- the loop -----------------------------------------------------------------------------
