@@ -129,11 +129,11 @@ def _enforce(w: Writes, rows: dict[str, Row], state: FleetState,
     """Pull every tray and rack whose newest certification failed (newer than its last
     repair/triage) out of service; returns the racks touched."""
     touched: set[str] = set()
-    for cid in sorted(rows):
-        row = rows[cid]
-        cond = state.failing(cid)
-        if cond is None or cond.seq <= state.last_entered(cid, repair_states(row.machine)):
-            continue
+    for cid in state.failing_parts():
+        row, cond = rows.get(cid), state.failing(cid)
+        if row is None or cond is None or \
+                cond.seq <= state.last_entered(cid, repair_states(row.machine)):
+            continue  # a part without a lifecycle row (a GPU) is moved through its tray
         why = f"newest certification failed: {cond.message} (event {cond.seq})"
         with w.for_unit(row.rack):
             if row.machine == RACK:

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 
 from rackscale.fleet import Topology
+from rackscale.state import snapshot
 from rackscale.state.conditions import Condition, ConditionType, Status
 from rackscale.store import (
     CertifyFindingV1,
@@ -75,6 +78,10 @@ class Gate:
 class FleetState:
     """Conditions of every tray and rack of one topology, folded from the event log."""
 
+    # Events folded past the last snapshot before a refresh leaves a new one: a fleet's
+    # onboarding (about 110k events at 128k GPUs) leaves one, a demo (a few thousand) none.
+    SNAPSHOT_EVERY = 20_000
+
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
         self.seq = 0  # the newest event read
@@ -84,6 +91,10 @@ class FleetState:
         # is no move): the lifecycle reads a part's last repair from here, not from the log.
         self.entered: dict[str, dict[str, int]] = {}
         self._plant: Event | None = None
+        self._snapshot_seq = 0  # the seq of the snapshot this state started from or wrote
+        # Parts whose own certification condition is false: the only ones `failing` can name,
+        # so triage looks at these, not at every row of the fleet (34k at 128k GPUs).
+        self._failed_own: set[str] = set()
 
     @classmethod
     def load(cls, store: Store, topo: Topology, *, until_seq: int | None = None) -> FleetState:
@@ -93,7 +104,10 @@ class FleetState:
 
     def refresh(self, store: Store, *, until_seq: int | None = None) -> int:
         """Apply the events appended since the last refresh (up to `until_seq`); returns how
-        many were read."""
+        many were read. A fresh state starts from the store's snapshot when one fits, and
+        leaves a new one once it has folded `SNAPSHOT_EVERY` events past it."""
+        if self.seq == 0 and (snap := snapshot.read(store, self.topo, until_seq=until_seq)):
+            self._restore(snap.seq, snap.body, store)
         # A first read filters by kind; a read on from a cursor asks only for the seq range
         # (the primary key) and filters here: with a kind filter SQLite walks the kind index
         # over every certify event of the log to find the few new ones (7.6 ms at 128k GPUs).
@@ -103,7 +117,62 @@ class FleetState:
         self.apply_all(mine)
         if events:
             self.seq = max(self.seq, events[-1].seq)
+        if self.seq - self._snapshot_seq >= self.SNAPSHOT_EVERY and \
+                snapshot.write(store, self.topo, self.seq, self._encode()):
+            self._snapshot_seq = self.seq
         return len(mine)
+
+    # ------------------------------------------------------------------ snapshot
+    def _encode(self) -> dict[str, object]:
+        """The state's contents as flat integer lists over one table of its strings (ids,
+        reasons, messages) and one of its times: at 128k GPUs 34k conditions share a handful
+        of messages, and a list of integers decodes several times faster than objects."""
+        strings: dict[str, int] = {}
+        times: dict[datetime, int] = {}
+
+        def ref(text: str | None) -> int:
+            return -1 if text is None else strings.setdefault(text, len(strings))
+
+        cond = [v for cid, conds in self._cond.items() for c in conds.values()
+                for v in (ref(cid), ref(c.type.value), ref(c.status.value), ref(c.reason),
+                          ref(c.message), c.seq, times.setdefault(c.since, len(times)),
+                          ref(c.run_id))]
+        life = [v for cid, st in self.lifecycle.items()
+                for v in (ref(cid), ref(st.state), st.seq,
+                          -1 if st.finding_seq is None else st.finding_seq)]
+        entered = [v for cid, moves in self.entered.items() for state, seq in moves.items()
+                   for v in (ref(cid), ref(state), seq)]
+        return {"seq": self.seq, "strings": list(strings),
+                "times": [t.isoformat() for t in times], "cond": cond, "lifecycle": life,
+                "entered": entered,
+                "plant_seq": None if self._plant is None else self._plant.seq}
+
+    def _restore(self, seq: int, body: dict[str, Any], store: Store) -> None:
+        """Take a snapshot's contents (`_encode`) as this fresh state's, at `seq`."""
+        text: list[Any] = body["strings"]
+        types, statuses = {t.value: t for t in ConditionType}, {s.value: s for s in Status}
+        times = [datetime.fromisoformat(t) for t in body["times"]]
+        cond, life, moves = body["cond"], body["lifecycle"], body["entered"]
+        self._cond = {}
+        for i in range(0, len(cond), 8):
+            cid, ty, st, why, msg, at, since, run = cond[i:i + 8]
+            kind = types[text[ty]]
+            self._cond.setdefault(text[cid], {})[kind] = Condition(
+                type=kind, status=statuses[text[st]], reason=text[why], message=text[msg],
+                seq=at, since=times[since], run_id=None if run < 0 else text[run])
+        self._failed_own = {cid for cid, conds in self._cond.items()
+                            if (c := conds.get(C.CERTIFIED)) is not None
+                            and c.status is Status.FALSE}
+        self.lifecycle = {text[life[i]]: LifecycleState(
+            text[life[i + 1]], life[i + 2], None if life[i + 3] < 0 else life[i + 3])
+            for i in range(0, len(life), 4)}
+        self.entered = {}
+        for i in range(0, len(moves), 3):
+            self.entered.setdefault(text[moves[i]], {})[text[moves[i + 1]]] = moves[i + 2]
+        plant = body["plant_seq"]
+        self._plant = None if plant is None else \
+            store.events(after_seq=plant - 1, until_seq=plant)[0]
+        self.seq = self._snapshot_seq = seq
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for ev in events:
@@ -131,6 +200,11 @@ class FleetState:
     # ------------------------------------------------------------------ folding
     def _set(self, cid: str, cond: Condition) -> None:
         self._cond.setdefault(cid, {})[cond.type] = cond
+        if cond.type is C.CERTIFIED:
+            if cond.status is Status.FALSE:
+                self._failed_own.add(cid)
+            else:
+                self._failed_own.discard(cid)
 
     def _result(self, ev: Event, p: CertifyResultV1) -> None:
         cid = ev.component_id
@@ -251,6 +325,10 @@ class FleetState:
         if cert is None or cert is not own or cert.status is not Status.FALSE:
             return None
         return None if cert.reason == RACK_FINDING else cert
+
+    def failing_parts(self) -> list[str]:
+        """Every part `failing` names, sorted."""
+        return sorted(cid for cid in self._failed_own if self.failing(cid) is not None)
 
     def stands(self, ev: Event, newest_run: str | None) -> bool:
         """Whether a `certify.result` or `certify.finding` is still evidence of its part: its
