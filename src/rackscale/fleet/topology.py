@@ -382,6 +382,30 @@ class Topology:
                       region=self.regions[self.region_of[i]],
                       rack=rack.id if rack else None, tray=tray, domain=domain)
 
+    def rack_id(self, cid: str) -> str | None:
+        """The rack holding `cid` (a rack is its own), None for a region or fabric part."""
+        r = self.rack_of[self.idx(cid)]
+        return self.racks[r].id if r >= 0 else None
+
+    def tray_id(self, cid: str) -> str | None:
+        """The compute tray or HGX node holding `cid` (a tray is its own), else None."""
+        t = self.tray_index(self.idx(cid))
+        return self.ids[t] if t >= 0 else None
+
+    def slurm_node_of(self, cid: str) -> str:
+        """The Slurm node of a tray or of a part in one (`slurm_node_name` of its tray)."""
+        tray = self.tray_id(cid)
+        if tray is None:
+            raise UserError(f"{cid} is a {self.kinds[self.idx(cid)]}: only a compute tray or "
+                            "HGX node (and the parts in it) is a Slurm node")
+        return slurm_node_name(tray)
+
+    def trays_by_slurm_node(self) -> dict[str, str]:
+        """Slurm node name -> its tray id, for every compute tray and HGX node (the inverse
+        of `slurm_node_of`)."""
+        ids = self.ids
+        return {slurm_node_name(ids[t]): ids[t] for t in dict.fromkeys(self.gpu_tray.tolist())}
+
     def gpu_number(self, cid: str) -> int:
         i = self.idx(cid)
         if self.kinds[i] != GPU:

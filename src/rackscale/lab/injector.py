@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rackscale.faults import COOLANT_FLOW_LOW, FAULT_KINDS, FLAPPING, SLOW_GPU, clock_fraction
+from rackscale.fleet import id_name, parent_id
 from rackscale.lab import system as sysops
 from rackscale.lab.build import (
     LabError,
@@ -103,8 +104,8 @@ def _domain_rates(plan: LabPlan, switch: str) -> list[tuple[str, float]]:
 
 def _cdu_rack(plan: LabPlan, cdu: str) -> str:
     """The rack whose CDU `cdu` is (`<rack>/cdu`): a lab rack is one NVLink domain."""
-    rack, _, leaf = cdu.rpartition("/")
-    if leaf != "cdu" or rack not in {r.domain for r in plan.ranks}:
+    rack = parent_id(cdu)
+    if id_name(cdu) != "cdu" or rack not in {r.domain for r in plan.ranks}:
         raise LabError(f"{cdu} is not the CDU of a rack of lab {plan.fleet} (give "
                        "<rack>/cdu, e.g. lab/r01/cdu)")
     return rack

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackscale.fleet import slurm_node_name
 from rackscale.inputs import read_text
 from rackscale.lifecycle.drivers import DriverError
 from rackscale.redact import redact, redact_url
@@ -150,7 +151,7 @@ class RedfishPowerDriver:
         return self._systems
 
     def _path(self, target: str) -> str:
-        name = target.replace("/", "-")
+        name = slurm_node_name(target)  # a BMC's system is named as its Slurm node
         systems = self.systems()
         if name not in systems:
             raise DriverError(f"no Redfish system named {name!r} (for {target}) at {self.base}; "

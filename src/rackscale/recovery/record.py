@@ -20,7 +20,7 @@ from rackscale.recovery.events import (
     JobPayload,
 )
 from rackscale.recovery.state import JobState
-from rackscale.store import Kind, Store
+from rackscale.store import Kind, Store, carried_payload
 
 
 class NotInFleet(UserError):
@@ -98,8 +98,8 @@ def read_incidents(job_dir: Path | None = None, store: Store | None = None,
                 for e in store.events(kind=INCIDENT)]
     elif job_dir is not None and (job_dir / "incidents.jsonl").exists():
         lines = (job_dir / "incidents.jsonl").read_text(encoding="utf-8").splitlines()
-        rows = [d["payload"] for d in map(json.loads, filter(None, lines))
-                if d["kind"] == INCIDENT]
+        rows = [carried_payload(d, IncidentPayload).dump()
+                for d in map(json.loads, filter(None, lines)) if d["kind"] == INCIDENT]
     else:
         rows = []
     return [r for r in rows if job is None or r.get("job") == job]

@@ -18,7 +18,7 @@ from typing import Any
 
 from rackscale.fleet import GPUS, TEMPLATES
 from rackscale.report.simulation import read_simulation
-from rackscale.store import InvalidPayload, SimulateRunV1
+from rackscale.store import CertifyRunV1, InvalidPayload, SimulateRunV1, carried_payload
 
 DISCLOSURE_VERSION = "rackscale.disclosure/1"
 
@@ -29,7 +29,7 @@ def _simulation(sim: dict[str, Any]) -> SimulateRunV1 | None:
     field)."""
     if sim["status"] != "ran":
         return None
-    run = read_simulation(sim["payload"])
+    run = read_simulation(sim)
     return None if isinstance(run, InvalidPayload) else run
 
 
@@ -87,10 +87,11 @@ def _spec_nvlink(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _performance(doc: dict[str, Any]) -> dict[str, Any]:
     cert = doc["certification"]
-    fabric = cert.get("payload", {}).get("fabric") if cert["status"] == "ran" else None
-    if not fabric:
+    run = carried_payload(cert, CertifyRunV1) if cert["status"] == "ran" else None
+    fabric = run.fabric if run is not None else None
+    if not fabric or run is None:
         return {"status": "not_run", "scopes": [], "spec": _spec_nvlink(doc)}
-    payload = cert["payload"]
+    payload = run.dump()  # the run's provenance fields as stored (run_id, backend, seed)
     scopes = []
     for f in fabric:
         basis = "measured" if f.get("measured") else "simulated"

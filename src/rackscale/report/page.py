@@ -11,7 +11,6 @@ from markupsafe import Markup
 from rackscale.provenance import Provenance, basis_text
 from rackscale.report import fmt, plots
 from rackscale.report.html import table
-from rackscale.report.ledger import failure_goodput
 from rackscale.report.page_changes import changes_section
 from rackscale.report.page_events import coverage, lifecycle
 from rackscale.report.page_fleet import (
@@ -24,12 +23,12 @@ from rackscale.report.page_fleet import (
 )
 from rackscale.report.palette import basis_class, palette_css
 from rackscale.report.recovery import render_recovery
-from rackscale.report.simulation import read_simulation
+from rackscale.report.simulation import failure_goodput, read_simulation
 from rackscale.report.soak import render_soak
 from rackscale.report.statement_page import statement_html
 from rackscale.report.storage import render_storage
 from rackscale.report.templates import macro
-from rackscale.store import InvalidPayload
+from rackscale.store import CertifyRunV1, InvalidPayload, carried_payload
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#212529;
@@ -157,7 +156,7 @@ def _goodput(doc: dict[str, Any]) -> str:
     if sim["status"] == "not_run":
         return ('<p class="notrun" id="goodput">simulation not run: no ETTR or goodput</p>'
                 + _sweep(doc, {}))
-    run = read_simulation(sim["payload"])
+    run = read_simulation(sim)
     if isinstance(run, InvalidPayload):
         return macro(T, "simulation_invalid", sim["seq"], str(run), Markup(_sweep(doc, {})))
     found = failure_goodput(run)
@@ -241,8 +240,8 @@ def _summary(doc: dict[str, Any]) -> str:
             "expected": _fmt(best["expected_gpus"]),
             "pool": best["template"] if len(fleet["per_rack_template"]) > 1 else None},
         "cert": None if cert_run["status"] == "not_run" else {
-            k: str(cert_run["payload"].get(k)) for k in ("run_id", "backend", "seed",
-                                                          "faults_file")},
+            k: str(getattr(carried_payload(cert_run, CertifyRunV1), k))
+            for k in ("run_id", "backend", "seed", "faults_file")},
         "store": doc["store"], "last_event_seq": doc["last_event_seq"],
         "generated": doc["generated_at"][:19], "warnings": doc["warnings"]})
 

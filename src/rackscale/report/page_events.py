@@ -6,7 +6,14 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from rackscale.fleet import parent_id, path_below_rack, rack_path
 from rackscale.report.templates import macro
+from rackscale.store import (
+    Event,
+    LifecycleInterlockV1,
+    LifecycleSlurmV1,
+    LifecycleTransitionV1,
+)
 
 COVERAGE_ROWS_UP_TO = 64  # racks: a fleet this small lists every rack; larger, the gaps only
 COVERAGE_ROWS_SHOWN = 100
@@ -39,7 +46,7 @@ def coverage(doc: dict[str, Any]) -> str:
     by_rack: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in cov["rows"]:
         if t["kind"] != "rack":
-            by_rack[t["component"].rsplit("/", 1)[0]].append(t)
+            by_rack[parent_id(t["component"])].append(t)
     stages = cov["stages"]
     passed_by_stage = {s: sum(s in r["stages_passed"] for r in racks) for s in stages}
     gaps = [r for r in racks if r["verdict"] != "pass"
@@ -60,25 +67,22 @@ def coverage(doc: dict[str, Any]) -> str:
 
 
 def _rack_of(component: str) -> str:
-    parts = component.split("/")
-    return "/".join(parts[:2]) if len(parts) >= 2 else component
+    return rack_path(component) or component
 
 
 def _what(e: dict[str, Any]) -> str:
-    """One event in words."""
-    p = e["payload"]
-    part = e["component"].split("/", 2)[2] if e["component"].count("/") >= 2 else "rack"
-    kind = e["kind"].removeprefix("lifecycle.")
-    if kind == "transition":
-        return f"{part}: {p.get('from') or '(new)'} → {p.get('to')}"
-    if kind == "interlock":
-        extra = ""
-        if "flow_lpm" in p:
-            extra = f" (flow {p.get('flow_lpm')} of {p.get('required_lpm')} L/min)"
-        return f"{part}: interlock {p.get('rule')}: {p.get('action')}{extra}"
-    if kind == "slurm":
-        return f"{part}: Slurm {p.get('action')} {p.get('node') or ''}".rstrip()
-    return f"{part}: {kind}"
+    """One event in words (its payload read through its kind's model)."""
+    p = Event.from_dict(e).data
+    part = path_below_rack(e["component"]) or "rack"
+    if isinstance(p, LifecycleTransitionV1):
+        return f"{part}: {p.from_ or '(new)'} → {p.to}"
+    if isinstance(p, LifecycleInterlockV1):
+        extra = "" if p.flow_lpm is None else \
+            f" (flow {p.flow_lpm} of {p.required_lpm} L/min)"
+        return f"{part}: interlock {p.rule}: {p.action}{extra}"
+    if isinstance(p, LifecycleSlurmV1):
+        return f"{part}: Slurm {p.action} {p.node}"
+    return f"{part}: {e['kind'].removeprefix('lifecycle.')}"
 
 
 def _event(e: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackscale.fleet import id_name
 from rackscale.report.html import table
 from rackscale.report.palette import state_class
 from rackscale.report.states import RACK_STATES
@@ -86,7 +87,7 @@ def rack_groups(doc: dict[str, Any]) -> dict[str, list[_Group]]:
         groups = []
         for i in range(0, len(racks), size):
             part = racks[i:i + size]
-            first, last = part[0]["id"].rsplit("/", 1)[-1], part[-1]["id"].rsplit("/", 1)[-1]
+            first, last = id_name(part[0]["id"]), id_name(part[-1]["id"])
             lg = f"leaf group {i // per_leaf}" if size == per_leaf else \
                 f"leaf groups {i // per_leaf}-{(i + len(part) - 1) // per_leaf}"
             groups.append(_Group(region=region, label=f"{lg} ({first}–{last})",
@@ -150,7 +151,7 @@ def rack_card(r: dict[str, Any]) -> str:
 
 
 def _chip(r: dict[str, Any]) -> dict[str, Any]:
-    return {"id": r["id"], "name": r["id"].rsplit("/", 1)[-1], "state": r["state"],
+    return {"id": r["id"], "name": id_name(r["id"]), "state": r["state"],
             "cls": state_class(r["state"]), "usable_gpus": r["usable_gpus"], "gpus": r["gpus"]}
 
 
@@ -186,7 +187,7 @@ def _scope(component: str, doc_fleet: str) -> str:
     cdu, leaf-rail...)."""
     if component == doc_fleet:
         return "fleet"
-    last = component.rsplit("/", 1)[-1]
+    last = id_name(component)
     base = last.rstrip("0123456789").rstrip("-")
     if base.startswith("leaf"):
         return "leaf"

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from rackscale.fleet import Topology
+from rackscale.fleet import Topology, id_name
 
 
 @dataclass(slots=True, kw_only=True)
@@ -60,7 +60,7 @@ def rack_rows(x: RackInputs) -> list[dict[str, Any]]:
     for t, tray in enumerate(trays.tolist()):
         tid = topo.ids[tray]
         rows_of[int(tray_rack[t])].append({
-            "id": tid, "name": tid.rsplit("/", 1)[-1], "state": x.tray_state[tray],
+            "id": tid, "name": id_name(tid), "state": x.tray_state[tray],
             "gpus": int(gpus[t]), "healthy_gpus": int(healthy[t]), "usable_gpus": int(usable[t]),
             "flagged": bool(flagged[t]), "findings": by_tray.get(tid, []),
             "reasons": dict(reasons[t])})

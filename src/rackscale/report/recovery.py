@@ -18,6 +18,7 @@ from rackscale.incidents import BADPUT_BUCKETS as BUCKETS
 from rackscale.incidents import RECOVERY_INCIDENT as INCIDENT
 from rackscale.incidents import incident_row
 from rackscale.report.templates import macro
+from rackscale.store import RecoveryIncidentV1, carried_payload
 
 # The phases the page's table shows (every phase is in report.json's rows).
 TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "downtime_s")
@@ -26,7 +27,8 @@ TIMES = ("detect_s", "localize_s", "restart_s", "restore_s", "first_step_s", "do
 def recovery_section(events: list[dict[str, Any]] | None) -> dict[str, Any]:
     """report.json's `recovery`: `not_run` without incidents, else every incident (event
     dicts as the bundle holds them) with the badput totals."""
-    rows = [incident_row(e["payload"], seq=e.get("seq"), time=e.get("time"),
+    rows = [incident_row(carried_payload(e, RecoveryIncidentV1).dump(), seq=e.get("seq"),
+                         time=e.get("time"),
                          component=e.get("component"))
             for e in events or [] if e.get("kind") == INCIDENT]
     if not rows:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
-from rackscale.store import Event, InvalidPayload, SimulateRunV1, parse
+from rackscale.store import Event, InvalidPayload, SimulateRunV1, carried_payload
 
 KIND = "simulate.run"
 
@@ -27,10 +27,10 @@ def simulation_of(ev: Event) -> SimulateRunV1 | InvalidPayload:
         return err
 
 
-def read_simulation(payload: Mapping[str, Any]) -> SimulateRunV1 | InvalidPayload:
-    """A simulate.run payload as report.json carries it, as its model (as `simulation_of`)."""
+def read_simulation(section: Mapping[str, Any]) -> SimulateRunV1 | InvalidPayload:
+    """report.json's simulation section's payload, as its model (as `simulation_of`)."""
     try:
-        return cast(SimulateRunV1, parse(KIND, payload))
+        return carried_payload(section, SimulateRunV1)
     except InvalidPayload as err:
         return err
 

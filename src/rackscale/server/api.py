@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rackscale.fleet import is_within
 from rackscale.inputs import control_characters
 from rackscale.lifecycle import drain as drain_component
 from rackscale.lifecycle import history
@@ -205,7 +206,7 @@ def rack(request: Request, rack_id: str = Path(..., max_length=200),
     store: Store = request.app.state.store
     hist = history(store, rack_id) if row["state"] is not None else []
     findings = [f for f in snap.ledger.findings
-                if f["component"] == rack_id or f["component"].startswith(rack_id + "/")]
+                if is_within(f["component"], rack_id)]
     trays = [dict(t, conditions=snap.conditions.get(t["id"], [])) for t in row["trays"]]
     return _rack_brief(row) | {"trays": trays, "findings_detail": findings,
                                "conditions": snap.conditions.get(rack_id, []),
@@ -246,7 +247,7 @@ def findings(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: i
              stage: str | None = Query(None, max_length=32)) -> dict[str, Any]:
     rows = [f for f in snap.ledger.findings
             if (kind is None or f["kind"] == kind)
-            and (rack is None or f["component"] == rack or f["component"].startswith(rack + "/"))
+            and (rack is None or is_within(f["component"], rack))
             and (stage is None or f["stage"] == stage)]
     return page(rows, offset, limit)
 

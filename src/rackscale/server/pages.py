@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from rackscale.fleet import is_within
 from rackscale.inputs import shown
 from rackscale.report import palette_css, state_class
 from rackscale.server import views
@@ -88,7 +89,7 @@ def index(request: Request, snap: Snapshot = Depends(snapshot)) -> HTMLResponse:
 
 
 def _under(cid: Any, rack_id: str) -> bool:
-    return cid == rack_id or str(cid).startswith(rack_id + "/")
+    return is_within(str(cid), rack_id)
 
 
 @router.get("/racks/{rack_id:path}", response_class=HTMLResponse)

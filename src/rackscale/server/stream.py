@@ -28,6 +28,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
+from rackscale.fleet import is_within
 from rackscale.server import views
 from rackscale.server.api import ERRORS, MAX_OFFSET, check_id, snapshot
 from rackscale.server.errors import ApiError
@@ -94,8 +95,7 @@ def change(store: Store, snap: Snapshot, after: int, rack: str | None,
     evs = store.events(kinds=views.LIVE_KINDS, after_seq=after, until_seq=snap.seq,
                        prefix=rack, newest_first=True, limit=EVENTS_PER_MESSAGE)
     found = [f for f in snap.ledger.findings if int(f.get("seq") or 0) > after
-             and (rack is None or f["component"] == rack
-                  or f["component"].startswith(rack + "/"))]
+             and (rack is None or is_within(f["component"], rack))]
     if rack is None:
         evs = [e for e in evs if views.fleet_event(e, snap)]
     return {"seq": snap.seq, "racks": racks,

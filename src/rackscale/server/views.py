@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from rackscale.fleet import id_name, rack_path
 from rackscale.provenance import basis_text
 from rackscale.report import (
     RACK_STATES,
@@ -62,7 +63,7 @@ def tile(r: dict[str, Any]) -> dict[str, Any]:
     """One rack as a tile: its state (as a word and a colour) and its usable fraction."""
     state = r["state"]
     gpus, usable = r["gpus"], r["usable_gpus"]
-    return {"id": r["id"], "name": r["id"].rsplit("/", 1)[-1], "region": r["region"],
+    return {"id": r["id"], "name": id_name(r["id"]), "region": r["region"],
             "state": state or "unenrolled", "label": state or "no state",
             "cls": state_class(state), "gpus": gpus, "usable": usable,
             "healthy": r["healthy_gpus"], "pct": round(100 * usable / gpus) if gpus else 0,
@@ -142,8 +143,8 @@ def ledger(snap: Snapshot) -> list[dict[str, Any]]:
 
 def finding(f: dict[str, Any], racks: dict[str, int]) -> dict[str, Any]:
     """One finding with its evidence in words (report.evidence_facts)."""
-    parts = f["component"].split("/")
-    rack = "/".join(parts[:2]) if "/".join(parts[:2]) in racks else None
+    rack = rack_path(f["component"])
+    rack = rack if rack in racks else None
     facts = evidence_facts(f)
     return {"seq": f.get("seq"), "component": f["component"], "rack": rack, "kind": f["kind"],
             "stage": str(f["stage"]), "verdict": str(f["verdict"]),

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rackscale.store import RecoveryIncidentV1, carried_payload
+
 BLOCK_S = 10.0
 RESAMPLES = 2000
 FIRST_STEPS_LEFT_OUT = 5
@@ -203,7 +205,8 @@ def figures(*, job_dir: Path, gpus: int, spares: int, t_launch: float, t_end: fl
     """The soak's measured figures (module doc) from its files."""
     steps = [s for s in job_steps(job_dir, gpus) if s.t <= t_end]
     rows = read_jsonl(job_dir / "incidents.jsonl")
-    incidents = [r["payload"] for r in rows if r.get("kind") == "recovery.incident"]
+    incidents = [carried_payload(r, RecoveryIncidentV1).dump() for r in rows
+                 if r.get("kind") == RecoveryIncidentV1.KIND]
     first_fault = min((float(f["injected_at"]) for f in faults), default=t_end)
     unit = clean_step_s(steps, first_fault)
     if unit is None or not steps:

@@ -28,7 +28,7 @@ from rackscale import lab, owned
 from rackscale.durable import write_atomic
 from rackscale.errors import UserError
 from rackscale.faults import Fault
-from rackscale.fleet import Topology, load_fleet
+from rackscale.fleet import Topology, load_fleet, parent_id
 from rackscale.recovery import JobState
 from rackscale.soak.fleet import PLANT_BASIS, SoakFleet, stop_started
 from rackscale.soak.measure import figures, job_steps
@@ -245,7 +245,7 @@ class Soak:
                "severity": a.severity, "component": target, "slot": slot, "rank": f.rank,
                "attempt": st.attempt, "late_s": round(max(0.0, late_s), 3)}
         if a.part == "rack":
-            row["rack"] = target.rpartition("/")[0]  # what the supervisor names (racks.py)
+            row["rack"] = parent_id(target)  # the CDU's rack, as the supervisor names it
         if a.action in ("kill", "hang"):
             pid = st.rank_pids[f.rank].pid  # the rank's process group, started by our job
             sig = signal.SIGKILL if a.action == "kill" else signal.SIGSTOP
@@ -347,7 +347,11 @@ class Soak:
                **fig,
                "lifecycle": {"plant": PLANT_BASIS,
                              "transitions": self.fleet.transitions if self.fleet else [],
-                             "states": self.fleet.states if self.fleet else {}}}
+                             "states": self.fleet.states if self.fleet else {},
+                             # slots a certification passed that the lifecycle did not
+                             # serve again before the end: the job never got them back
+                             "returns_waiting": [r.slots for r in self.fleet.releases]
+                             if self.fleet else []}}
         out["predicted"] = prediction(out, s.schedule)  # simulated, beside the measurement
         write_atomic(s.out / "soak.json", json.dumps(out, indent=1))
         return out

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rackscale.fleet import Topology
+from rackscale.fleet import Topology, is_within
 from rackscale.state import snapshot
 from rackscale.state.conditions import Condition, ConditionType, Status
 from rackscale.store import (
@@ -239,7 +239,7 @@ class FleetState:
 
     def _holds(self, part: str, cid: str) -> bool:
         """Whether `part` (a tray or rack) holds component `cid`."""
-        return cid == part or cid.startswith(part + "/")
+        return is_within(cid, part)
 
     def _finding(self, ev: Event, p: CertifyFindingV1) -> None:
         cid = p.component or ev.component_id
@@ -392,7 +392,8 @@ class FleetState:
             return None
         plant = ev.read(TwinPlantV1)
         for f in plant.faults:
-            if PLANT_KINDS.get(f.kind) is type_ and f.target.startswith(cid + "/"):
+            if PLANT_KINDS.get(f.kind) is type_ and is_within(f.target, cid) \
+                    and f.target != cid:
                 sev = "" if f.severity is None else f" severity {f.severity:g}"
                 return Condition(type=type_, status=Status.FALSE, reason=f.kind, seq=ev.seq,
                                  since=ev.time, message=f"{f.kind}{sev} at {f.target} in the "

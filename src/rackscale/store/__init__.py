@@ -38,6 +38,7 @@ from rackscale.store.events import (
     TelemetryCountersV1,
     TwinPlantV1,
     UnknownEventKind,
+    carried_payload,
     event_kind,
     parse,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "TwinPlantV1",
     "UTCDateTime",
     "UnknownEventKind",
+    "carried_payload",
     "default_db_url",
     "event_kind",
     "load_topology",

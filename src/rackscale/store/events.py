@@ -158,6 +158,20 @@ def parse(kind: str, payload: Mapping[str, Any] | None) -> Payload:
         raise InvalidPayload(_message(kind, version, err)) from None
 
 
+M = TypeVar("M", bound=Payload)
+
+
+def carried_payload(carrier: Mapping[str, Any], model: type[M]) -> M:
+    """The payload a document carries for one event (a report section's `payload`, an event
+    as `Event.as_dict` wrote it), read through `model`: a room reads a carried payload as its
+    model, never as a dict. InvalidPayload when it does not fit, or is of another version."""
+    data = parse(model.KIND, carrier.get("payload"))
+    if not isinstance(data, model):
+        raise InvalidPayload(f"the {model.KIND} payload carried at seq {carrier.get('seq')} is "
+                             f"{type(data).__name__}; its reader expected {model.__name__}")
+    return data
+
+
 def validated(kind: str, payload: Mapping[str, Any] | Payload | None) -> dict[str, Any]:
     """What the store writes for `payload`: a dict is checked against the kind's model and
     written as given; a model instance (of this kind) is dumped."""

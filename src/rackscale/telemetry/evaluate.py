@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rackscale.faults import COOLANT_FLOW_LOW, HBM_DEGRADED, NVLINK_PORT_DOWN, SLOW_GPU
-from rackscale.fleet import Topology, slurm_node_name
+from rackscale.fleet import Topology
 from rackscale.inputs import load_yaml_data, read_text
 from rackscale.telemetry.dcgm import (
     ECC_DBE,
@@ -103,8 +103,7 @@ class Context:
 def node_hosts(topo: Topology) -> dict[str, str]:
     """Slurm node name -> tray id for every tray and node of the fleet (dcgm-exporter's
     `Hostname` is the node's host name, which is its Slurm node name on a Slurm cluster)."""
-    ids = topo.ids
-    return {slurm_node_name(ids[int(t)]): ids[int(t)] for t in set(topo.gpu_tray.tolist())}
+    return topo.trays_by_slurm_node()
 
 
 # dcgm-exporter's labels kept in a finding's evidence (a federation adds `instance`).
