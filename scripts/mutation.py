@@ -97,11 +97,13 @@ MODULES: dict[str, list[str]] = {
 RESCORE_PENDING: dict[str, str] = {
     "lifecycle/triage.py": "reworked to read raw rows and write one batch per pass (linear "
     "onboarding at 1,778 racks), and a certified rack with trays out now serves degraded at "
-    "once; the full re-score (about 21 minutes) is pending",
+    "once, and its enforcement walks only the parts whose certification failed; the full "
+    "re-score (about 21 minutes) is pending",
     "lifecycle/repository.py": "the per-pass row read and the one wording of a gated refusal "
     "moved here for the batched writes; the re-score (about 7 minutes) is pending",
     "state/model.py": "`entered` and `last_entered` (a part's last repair from the fleet "
-    "state, not the log) were added; the re-score (about 10 minutes) is pending",
+    "state, not the log), then the persisted snapshot (`_encode`/`_restore`) and "
+    "`failing_parts` were added; the re-score (about 10 minutes) is pending",
     "checkpoint/restore.py": "a restore now checks the region tier (one HEAD per item) even "
     "when the cache or a replica served it, so an object deleted there is copied back; the "
     "re-score (about 9 minutes) is pending",

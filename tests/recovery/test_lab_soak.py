@@ -117,6 +117,15 @@ def test_a_short_soak_detects_names_and_recovers_each_fault_and_records_its_ettr
         rc = f["recertified"]
         assert rc["scope"] in (topo.holder(f["slot"]).tray, rack), f
         assert (f["slot"] in back) == rc["passed"], rc
+    # the job took the rack's slots back only once the lifecycle served the rack again (its
+    # return to production), never while the lifecycle still held it out
+    served_at = max(t["t"] for t in r["lifecycle"]["transitions"]
+                    if t["rack"] == rack and t["to"] == "production")
+    for e in store.events(kind="recovery.job"):
+        if e.payload["status"] == "rejoined" and any(
+                topo.holder(s).rack == rack for s in e.payload["slots"]):
+            assert e.time.timestamp() >= served_at, (e.payload, r["lifecycle"]["transitions"])
+    assert r["lifecycle"]["states"][rack] == "production"
     # the measured figures, in the store
     (ev,) = store.events(kind="recovery.soak")
     p = ev.payload

@@ -453,7 +453,7 @@ def _read_schedule(path: Path, gpus: int) -> Schedule:
     return sched
 
 
-def _soak_with_bar(s: object, *, disable: bool) -> dict:
+def _soak_with_bar(s: object, *, disable: bool) -> dict[str, Any]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rackscale.cli._common import console
@@ -465,7 +465,7 @@ def _soak_with_bar(s: object, *, disable: bool) -> dict:
                   disable=disable) as bar:
         task = bar.add_task("starting the job", total=s.s.schedule.duration_s)
 
-        def show(snap: dict) -> None:
+        def show(snap: dict[str, Any]) -> None:
             bar.update(task, completed=snap["elapsed_s"], description=(
                 f"step {snap['step']}, attempt {snap['attempt']}, faults {snap['injected']}/"
                 f"{s.s.schedule.count} ({snap['present']} present), excluded "
@@ -475,7 +475,7 @@ def _soak_with_bar(s: object, *, disable: bool) -> dict:
         return s.run()
 
 
-def _say_soak(r: dict) -> None:
+def _say_soak(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     from rackscale.cli._common import console
@@ -504,6 +504,14 @@ def _say_soak(r: dict) -> None:
     console.print(t)
     for rack, states in _rack_paths(r).items():
         say(f"lifecycle of {rack} (plant simulated): {' -> '.join(states)}")
+    life = r.get("lifecycle", {})
+    if life.get("states"):
+        say("lifecycle at the end (plant simulated): " + ", ".join(
+            f"{rack} {state}" for rack, state in sorted(life["states"].items())))
+    waiting = [s for slots in life.get("returns_waiting", []) for s in slots]
+    if waiting:
+        say(f"{len(waiting)} slot(s) recertified but not served by the lifecycle by the end, "
+            f"so not returned to the job: {', '.join(waiting)}")
     b = Table(title="badput by cause, s (measured)")
     b.add_column("cause")
     b.add_column("s")
@@ -515,7 +523,7 @@ def _say_soak(r: dict) -> None:
         f"recovery.soak #{r['event_seq']}")
 
 
-def _recertified(f: dict) -> str:
+def _recertified(f: dict[str, Any]) -> str:
     rc = f.get("recertified")
     if not rc:
         return "-"
@@ -524,7 +532,7 @@ def _recertified(f: dict) -> str:
     return f"{rc['scope']} {verdict}{back}"
 
 
-def _rack_paths(r: dict) -> dict[str, list[str]]:
+def _rack_paths(r: dict[str, Any]) -> dict[str, list[str]]:
     """Each rack's states in the soak, for racks that left production at some point."""
     paths: dict[str, list[str]] = {}
     for t in r.get("lifecycle", {}).get("transitions", []):
@@ -532,7 +540,7 @@ def _rack_paths(r: dict) -> dict[str, list[str]]:
     return {k: v for k, v in paths.items() if len(v) > 1}
 
 
-def _say_predicted(r: dict) -> None:
+def _say_predicted(r: dict[str, Any]) -> None:
     from rackscale.soak import verdict
 
     if not r.get("predicted"):

@@ -10,9 +10,10 @@ every repair.
   sees the reading and steps through its tiers (warn, cap, drain, power off); the job's
   supervisor reads the rack's response from the lifecycle and leaves a drained rack.
 - After a fault is lifted, its part's tray (a rack, for cooling) is certified again with
-  `certify run --scope`, in the background; on a pass, the job's slots there go back to it
-  as spares (recovery/returns.py), and a rack the response powered off is walked back to
-  production (it needs that newer evidence).
+  `certify run --scope`, in the background; a rack the response powered off is walked back to
+  production (it needs that newer evidence). On a pass, the job's slots there go back to it
+  as spares (recovery/returns.py) once the lifecycle serves them again (tray in production
+  on a serving rack), not before: the job and the lifecycle tell one story about a slot.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 from rackscale import owned
 from rackscale.errors import UserError
-from rackscale.fleet import Topology
+from rackscale.fleet import Topology, is_within
 from rackscale.lifecycle import (
     Controller,
     RackState,
@@ -43,6 +44,7 @@ from rackscale.lifecycle import (
     state_of,
 )
 from rackscale.recovery import JobState, request_return
+from rackscale.state import serves
 from rackscale.store import Store
 
 PERIOD_S = 2.0  # the controller's pass cadence during the soak
@@ -82,6 +84,18 @@ class Recert:
 
 
 @dataclass(slots=True)
+class Release:
+    """Slots a passing certification may give back to the job, waiting until the lifecycle
+    serves them (their tray in production on a serving rack): the supervisor and the
+    lifecycle never disagree about a slot."""
+
+    slots: list[str]
+    evidence: dict[str, Any]
+    since: float
+    said: bool = False  # the wait was logged
+
+
+@dataclass(slots=True)
 class SoakFleet:
     lab_dir: Path
     fleet_file: str  # the lab's fleet spec, which each certification is given
@@ -95,6 +109,7 @@ class SoakFleet:
     queued: list[Queued] = field(default_factory=list)
     running: list[Recert] = field(default_factory=list)
     results: dict[int, dict[str, Any]] = field(default_factory=dict)  # fault -> recert
+    releases: list[Release] = field(default_factory=list)
     states: dict[str, str] = field(default_factory=dict)  # rack -> its state last logged
     transitions: list[dict[str, Any]] = field(default_factory=list)
     last_pass: float = 0.0
@@ -187,17 +202,43 @@ class SoakFleet:
             back = [s for s in (st.excluded if st else {})
                     if s in rc.excluded and _within(s, rc.scope)]
             if res["passed"] and back:
-                request_return(job_dir, back, {"certify_run": res["run_id"], "scope": rc.scope})
+                self.releases.append(Release(back, {"certify_run": res["run_id"],
+                                                    "scope": rc.scope}, time.time()))
             res |= {"scope": rc.scope, "returned": back if res["passed"] else [],
                     "took_s": round(time.time() - rc.started, 3)}
             for i in rc.indices:
                 self.results[i] = res
             self.log("recertified", indices=list(rc.indices), **res)
+        self._release(job_dir)
         for q in list(self.queued):
             why = self._busy(q.scope, st)
             if why is None:
                 self.queued.remove(q)
                 self._begin(q, st)
+
+    def _release(self, job_dir: Path) -> None:
+        """Give back each waiting slot the lifecycle now serves."""
+        if not self.releases:
+            return
+
+        def state(cid: str | None) -> str | None:
+            return None if cid is None else state_of(self.store, cid).state
+
+        for rel in list(self.releases):
+            ok = [s for s in rel.slots if serves(state(self.topo.tray_id(s)),
+                                                 state(self.topo.rack_id(s)))]
+            if ok:
+                request_return(job_dir, ok, rel.evidence | {"lifecycle": "serving"})
+                self.log("returned", slots=ok, waited_s=round(time.time() - rel.since, 3),
+                         **rel.evidence)
+                rel.slots = [s for s in rel.slots if s not in ok]
+            if not rel.slots:
+                self.releases.remove(rel)
+            elif not rel.said:
+                rel.said = True
+                rack = self.topo.rack_id(rel.slots[0])
+                self.log("return_waits", slots=rel.slots, rack=rack, rack_state=state(rack),
+                         why="the lifecycle does not serve them yet", **rel.evidence)
 
     def _busy(self, scope: str, st: JobState | None) -> str | None:
         """Why `scope` cannot be certified now, or None. A certification shares its GPUs'
@@ -279,8 +320,7 @@ class SoakFleet:
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
 
 
-def _within(part: str, scope: str) -> bool:
-    return part == scope or part.startswith(scope + "/")
+_within = is_within
 
 
 def stop_started(proc: subprocess.Popen[bytes], *, whole_group: bool, grace_s: float) -> None:
