@@ -112,3 +112,22 @@ def test_the_saves_time_is_its_own_cause_not_other(tmp_path: Path) -> None:
                 faults=faults)["badput_s"]
     assert b["checkpoint"] == pytest.approx(0.9) and plain["checkpoint"] == 0
     assert b["other"] == pytest.approx(plain["other"] - 0.9, abs=1e-3)
+
+
+def test_a_save_inside_a_degraded_window_is_counted_once(tmp_path: Path) -> None:
+    """A slow part from t=5.75 to 10.5 (as above), and a 1 s save at step 25 inside that
+    window: the save is `checkpoint`, not running degraded as well."""
+    job = tmp_path / "job"
+    _beats(job, 1, range(1, 21), 1.0, 0.25)
+    _beats(job, 1, range(21, 31), 6.0, 0.5)
+    for rank in range(GPUS):
+        with (job / "beats" / f"a001-r{rank:04d}.jsonl").open("a") as f:
+            f.write(json.dumps({"phase": "step", "step": 25, "t": 8.0, "saved_s": 1.0}) + "\n")
+    fault = {"index": 0, "cause": "network switch/cable", "action": "leaf_degraded",
+             "component": "lab/leaf0", "slot": "lab/r01/c01/gpu0", "injected_at": 5.75,
+             "lifted_at": 10.5}
+    r = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=10.5, faults=[fault])
+    (f,) = r["faults"]
+    assert r["badput_s"]["checkpoint"] == pytest.approx(1.0)
+    assert f["badput_s"]["running_degraded"] == pytest.approx(2.25 - 1.0)
+    assert sum(r["badput_s"].values()) + 30 * 0.25 == pytest.approx(10.5)

@@ -45,6 +45,7 @@ class Step:
     attempt: int
     step: int
     t: float  # when the last rank completed it
+    saved_s: float = 0.0  # the save it ended with held the loop this long (slowest rank)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -63,27 +64,33 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def job_steps(job_dir: Path, gpus: int) -> list[Step]:
     """Every step some attempt completed on all its ranks, in time order."""
     per: dict[tuple[int, int], list[float]] = {}
+    saves: dict[tuple[int, int], list[float]] = {}
     for f in sorted((job_dir / "beats").glob("a*-r*.jsonl")):
         attempt = int(f.name[1:4])
         for b in read_jsonl(f):
             if b.get("phase") == "step":
-                per.setdefault((attempt, int(b["step"])), []).append(float(b["t"]))
-    steps = [Step(a, s, max(ts)) for (a, s), ts in per.items() if len(ts) >= gpus]
+                key = (attempt, int(b["step"]))
+                per.setdefault(key, []).append(float(b["t"]))
+                if "saved_s" in b:
+                    saves.setdefault(key, []).append(float(b["saved_s"]))
+    # a save counts once every rank reported it: the loop waits for the slowest one
+    steps = [Step(a, s, max(ts), max(saves[a, s]) if len(saves.get((a, s), ())) >= gpus
+                  else 0.0) for (a, s), ts in per.items() if len(ts) >= gpus]
     return sorted(steps, key=lambda x: x.t)
 
 
-def save_time(job_dir: Path, gpus: int, t_end: float) -> float:
-    """Seconds the checkpoint saves held the training loop up to `t_end`: per saving step that
-    every rank completed, its slowest rank's save time (`saved_s` in its `step` beat)."""
-    per: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    for f in sorted((job_dir / "beats").glob("a*-r*.jsonl")):
-        attempt = int(f.name[1:4])
-        for b in read_jsonl(f):
-            if b.get("phase") == "step" and "saved_s" in b:
-                per.setdefault((attempt, int(b["step"])), []).append(
-                    (float(b["t"]), float(b["saved_s"])))
-    return sum(max(s for _, s in v) for v in per.values()
-               if len(v) >= gpus and max(t for t, _ in v) <= t_end)
+def save_time(steps: Iterable[Step], t0: float = float("-inf"),
+              t1: float = float("inf")) -> float:
+    """Seconds the checkpoint saves of the steps completed in (t0, t1] held the training loop
+    (per saving step every rank completed, its slowest rank's `saved_s`)."""
+    return sum(s.saved_s for s in steps if t0 < s.t <= t1)
+
+
+def _unaccounted(steps: list[Step], t0: float, t1: float, unit: float) -> float:
+    """The time of (t0, t1] that neither the steps done in it (each worth the clean step) nor
+    their saves (the `checkpoint` cause) account for: a window's detection or degraded cost.
+    Without the saves taken out, a save inside the window counted twice."""
+    return max(0.0, (t1 - t0) - done_between(steps, t0, t1) * unit - save_time(steps, t0, t1))
 
 
 def kept(steps: list[Step], resumed_from: dict[int, int]) -> list[Step]:
@@ -136,7 +143,7 @@ def _incident_badput(inc: dict[str, Any], start: float, steps: list[Step],
                      unit: float) -> tuple[dict[str, float], float]:
     """One incident's badput by cause, and when the job ran again (its first step)."""
     d = float(inc["detected_at"])
-    pre = max(0.0, (d - start) - done_between(steps, start, d) * unit)
+    pre = _unaccounted(steps, start, d, unit)
     out = dict.fromkeys(INCIDENT_CAUSES, 0.0)
     out["detection" if inc["symptom"] in CRASH else "running_degraded"] = pre
     stop, loc, restore = (float(inc.get(k) or 0.0) for k in ("stop_s", "localize_s",
@@ -183,8 +190,7 @@ def per_fault(faults: list[dict[str, Any]], incidents: list[dict[str, Any]],
         if not excluded:  # the part stayed in the job: it ran degraded until lifted
             end = min(float(f.get("lifted_at") or t_end), t_end)
             if f["action"] not in ("kill", "hang") and end > start:
-                bad["running_degraded"] += max(
-                    0.0, (end - start) - done_between(steps, start, end) * unit)
+                bad["running_degraded"] += _unaccounted(steps, start, end, unit)
         first = incs[0] if incs else None
         rows.append(f | {
             "detected": first is not None,
@@ -226,7 +232,7 @@ def figures(*, job_dir: Path, gpus: int, spares: int, t_launch: float, t_end: fl
         b, _ = _incident_badput(inc, float(inc["detected_at"]), steps, unit)
         for k, v in b.items():
             bad[k] += v
-    bad["checkpoint"] = save_time(job_dir, gpus, t_end)
+    bad["checkpoint"] = save_time(steps)  # the steps up to t_end
     bad["other"] = wall - useful - sum(v for k, v in bad.items() if k != "other")
     ettr = useful / wall
     share = gpus / (gpus + spares)
