@@ -46,3 +46,22 @@ def test_the_twin_throttles_a_cooled_rack_by_the_same_curve() -> None:
     per_rack = dict(zip(topo.gpu_rack[th.gpus].tolist(), th.gpu_clock_frac.tolist(),
                         strict=True))
     assert per_rack == {0: clock_fraction(0.4), 1: 1.0}
+
+
+@given(severity=st.floats(0.05, 0.99), seed=st.integers(0, 50))
+def test_certify_and_the_lifecycle_read_one_flow_figure_per_cdu(severity: float,
+                                                                 seed: int) -> None:
+    """The thermal probe's telemetry and the lifecycle's CDU driver give the same L/min for
+    each CDU: a healthy one its margin over the need, a faulted one `severity` of the need."""
+    from rackscale.faults import TwinCoolingDriver
+    from rackscale.fleet import NOMINAL_FLOW_MARGIN
+
+    topo = Topology.build(load_fleet(default_fleet_path()))
+    ff = faults_from([Fault(target="lab/r01/cdu", kind="coolant_flow_low",
+                            severity=severity)], topo)
+    racks = np.arange(len(topo.racks))
+    probe = TwinHardware(topo, ff, seed=seed, noise=0.0).thermal(racks, 0.0).flow_lpm
+    cdu = TwinCoolingDriver(topo, ff, seed=seed, noise=0.0, clock=lambda: 0.0).read()
+    need = [r.required_flow_lpm for r in topo.racks]
+    assert [cdu[r.id].flow_lpm for r in topo.racks] == probe.tolist()
+    assert probe.tolist() == [need[0] * severity, need[1] * NOMINAL_FLOW_MARGIN]

@@ -6,10 +6,10 @@ import lifecycle (docs/architecture.md: faults may import fleet only) and lifecy
 faults; the CLI, which may import both, plugs one into the other.
 
 What a reading holds, and where each figure comes from:
-- flow (L/min) = the twin's telemetry (`TwinHardware.thermal`: the rack's need x its coolant
-  factor x the twin's ~1% noise) x HEALTHY_MARGIN, the headroom a healthy CDU delivers above
-  the need. `coolant_flow_low` with severity s leaves s of that nominal flow, so s = 0.5 on a
-  190 kW rack reads ~156 L/min against a 272 L/min need; a `flapping` coolant_flow_low is
+- flow (L/min) = the twin's telemetry (`TwinHardware.thermal`), the same reading certify's
+  thermal probe gets: a healthy CDU delivers HEALTHY_MARGIN x its rack's need, and
+  `coolant_flow_low` with severity s delivers s of the need (x the twin's ~1% noise), so
+  s = 0.5 on a 190 kW rack reads ~136 L/min against a 272 L/min need; a `flapping` one is
   present per the twin's own duty/phase/time rule (`TwinHardware.state(t)`), with t taken
   from `clock`. A closed valve reads 0.
 - inlet (°C): the twin models no supply temperature, so it reads SUPPLY_C, the facility
@@ -74,7 +74,7 @@ class TwinCoolingDriver:
         self.noise = noise
         self.clock = clock
         self.margin = margin
-        self.hw = TwinHardware(topo, faults, seed=seed, noise=noise)
+        self.hw = TwinHardware(topo, faults, seed=seed, noise=noise, flow_margin=margin)
         self._rack_ids = [r.id for r in topo.racks]
         self._rack_nos = np.arange(len(topo.racks))
         self.valve_open: dict[str, bool] = dict.fromkeys(self._rack_ids, True)
@@ -85,7 +85,7 @@ class TwinCoolingDriver:
     # ------------------------------------------------------------------ CoolingDriver
     def read(self) -> dict[str, TwinCduReading]:
         th = self.hw.thermal(self._rack_nos, self.clock())
-        flow = th.flow_lpm * self.margin
+        flow = th.flow_lpm  # the twin's one reading per CDU, margin included
         empty: frozenset[str] = frozenset()
         out: dict[str, TwinCduReading] = {}
         for i, rid in enumerate(self._rack_ids):

@@ -36,6 +36,7 @@ from rackscale.fleet import (
     GPU,
     LEAF,
     NIC,
+    NOMINAL_FLOW_MARGIN,
     POWER_SHELF,
     HardwareModel,
     Topology,
@@ -102,10 +103,18 @@ class TwinHardware:
     """Simulated fleet hardware. `TwinBackend` (certify/) puts the probe interface on it."""
 
     def __init__(self, topo: Topology, faults: FaultsFile | None = None, *, seed: int = 0,
-                 noise: float = 0.01, hardware: HardwareModel | None = None) -> None:
+                 noise: float = 0.01, hardware: HardwareModel | None = None,
+                 flow_margin: float = NOMINAL_FLOW_MARGIN) -> None:
         if not 0.0 <= noise < 0.2:
             raise ValueError(f"twin noise {noise} is outside 0..0.2; ~0.01 matches real runs")
+        if flow_margin < 1.0:
+            raise ValueError(f"twin flow margin {flow_margin} < 1: a healthy CDU would "
+                             "deliver less than its rack needs")
         self.topo = topo
+        # What a healthy CDU delivers, as a multiple of its rack's need; a coolant_flow_low
+        # of severity s delivers s of the need. One reading for every reader: certify's
+        # thermal probe and the lifecycle's CDU driver both get this flow.
+        self.flow_margin = flow_margin
         # The fleet's hardware model gives SKUs and nominal link rates; the ladder predicts
         # group bandwidth from the same model, so the twin and the ladder cannot disagree
         # about what healthy hardware does.
@@ -196,7 +205,8 @@ class TwinHardware:
         return 1.0 + self.noise * rng.standard_normal(shape)
 
     def _clock(self, st: FabricState, gpus: np.ndarray) -> np.ndarray:
-        return clock_fraction(st.flow[self.topo.gpu_rack[gpus]])
+        flow: np.ndarray = st.flow[self.topo.gpu_rack[gpus]]
+        return clock_fraction(flow)
 
     # ------------------------------------------------------------------ per GPU
     def gemm(self, gpus: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
@@ -224,7 +234,9 @@ class TwinHardware:
         n_up = up.sum(axis=1)
         slowest = np.where(up, sw, np.inf).min(axis=1, initial=np.inf)
         slowest[n_up == 0] = 0.0
-        return np.minimum(slowest, 1.0) * n_up / np.maximum(self.switches_per_domain, 1)
+        factor: np.ndarray = (np.minimum(slowest, 1.0) * n_up
+                              / np.maximum(self.switches_per_domain, 1))
+        return factor
 
     def allreduce(self, flat: np.ndarray, offsets: np.ndarray, *, nvlink: bool,
                   t: float) -> tuple[np.ndarray, dict[int, str]]:
@@ -279,7 +291,8 @@ class TwinHardware:
         kw = np.where(up, per_shelf[:, None], 0.0) * self._noise(shelves.shape)
         kw[~cols] = np.nan
         return ThermalReading(
-            flow_lpm=self.required_lpm[racks] * flow * self._noise(len(racks)),
+            flow_lpm=self.required_lpm[racks] * np.where(flow < 1.0, flow, self.flow_margin)
+            * self._noise(len(racks)),
             required_lpm=self.required_lpm[racks], shelf_kw=kw, gpus=gpus, gpu_temp_c=temp,
             gpu_clock_frac=clock,
             errors={int(p): DEAD_ERROR for p in np.flatnonzero(dead)},
