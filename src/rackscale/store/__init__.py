@@ -46,6 +46,7 @@ from rackscale.store.jsondoc import loads as loads_tagged
 from rackscale.store.jsondoc import tag as tag_nonfinite
 from rackscale.store.loader import FleetMismatch, LoadResult, load_topology, loaded_spec
 from rackscale.store.schema import Base, ComponentRow, EventRow, FleetRow, UTCDateTime
+from rackscale.store.snapshots import StoredSnapshot, read_snapshot, write_snapshot
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -82,6 +83,7 @@ __all__ = [
     "SimulateSweepV1",
     "Store",
     "StoreError",
+    "StoredSnapshot",
     "TelemetryCountersV1",
     "TwinPlantV1",
     "UTCDateTime",
@@ -93,5 +95,7 @@ __all__ = [
     "loaded_spec",
     "loads_tagged",
     "parse",
+    "read_snapshot",
     "tag_nonfinite",
+    "write_snapshot",
 ]
