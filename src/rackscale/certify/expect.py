@@ -71,7 +71,8 @@ def bottleneck(model: HardwareModel, fabric: Fabric, flat: np.ndarray,
     slowest = np.minimum.reduceat(rate, starts)
     at_min = rate <= np.repeat(slowest, np.diff(offsets))
     pos = np.minimum.reduceat(np.where(at_min, np.arange(len(flat)), len(flat)), starts)
-    return model.gpu_class(fabric)[flat[pos]]
+    classes: np.ndarray = model.gpu_class(fabric)[flat[pos]]
+    return classes
 
 
 def learn(model: HardwareModel, fabric: Fabric, flat: np.ndarray, offsets: np.ndarray,

@@ -135,7 +135,8 @@ def _ring_key(st: RunState, gpus: np.ndarray, where: np.ndarray) -> np.ndarray:
     """Ring key of each GPU: `where` (a leaf, a rail of a region, ...) and its NIC's link
     class, so that every ring holds links of one rate."""
     n_cls = len(st.model.classes("scaleout"))
-    return where.astype(np.int64) * n_cls + st.model.gpu_class("scaleout")[gpus]
+    key: np.ndarray = where.astype(np.int64) * n_cls + st.model.gpu_class("scaleout")[gpus]
+    return key
 
 
 def _rail_class(st: RunState, g: int) -> tuple[int, int, int]:

@@ -135,7 +135,8 @@ class Judgement:
 
     @property
     def failed(self) -> np.ndarray:
-        return self.verdict == FAIL
+        failed: np.ndarray = self.verdict == FAIL
+        return failed
 
     @property
     def flapping(self) -> np.ndarray:
@@ -153,8 +154,8 @@ class Judgement:
             return 0.99
         band = max(1.0 - float(self.fail_line[i]), 1e-3)
         if self.flapping[i]:
-            return round(min(0.95, 0.6 + 0.35 * float(self.hard_fails[i])
-                             / self.rel_samples.shape[0]), 3)
+            repeats: int = self.rel_samples.shape[0]
+            return round(min(0.95, 0.6 + 0.35 * float(self.hard_fails[i]) / repeats), 3)
         return round(float(np.clip(0.5 + (self.fail_line[i] - self.rel[i]) / (2 * band),
                                    0.5, 0.99)), 3)
 

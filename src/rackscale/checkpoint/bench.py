@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rackscale.checkpoint.config import Retention, StoreSpec, TiersConfig
 from rackscale.checkpoint.manifest import Manifest
@@ -19,6 +19,9 @@ from rackscale.checkpoint.restore import Restorer
 from rackscale.checkpoint.saver import CheckpointManager
 from rackscale.checkpoint.seaweed import SeaweedFS
 from rackscale.checkpoint.tiers import Tiers
+
+if TYPE_CHECKING:
+    from rackscale.checkpoint.s3store import S3Store
 
 MiB = 1 << 20
 Log = Callable[[str], None]
@@ -28,7 +31,7 @@ def _best(fn: Callable[[], float], n: int) -> float:
     return min(fn() for _ in range(n))
 
 
-def _state(total: int, parts: int = 8) -> dict:
+def _state(total: int, parts: int = 8) -> dict[str, Any]:
     import torch
     each = total // parts // 4
     return {f"layer{i}.weight": torch.full((each,), float(i)) for i in range(parts)}
@@ -51,7 +54,7 @@ def _drop(work: Path) -> None:
     os.sync()
 
 
-def bench_stall(work: Path, total: int, log: Log) -> dict:
+def bench_stall(work: Path, total: int, log: Log) -> dict[str, Any]:
     import torch
     state = _state(total)
     dst = {k: torch.empty_like(v) for k, v in state.items()}
@@ -84,7 +87,7 @@ def bench_stall(work: Path, total: int, log: Log) -> dict:
     return {"bytes": total, "stall_s": stall, "memcpy_s": base, "ratio": stall / base}
 
 
-def bench_persist(work: Path, total: int, log: Log) -> dict:
+def bench_persist(work: Path, total: int, log: Log) -> dict[str, Any]:
     target = work / "persist"
     target.mkdir(parents=True, exist_ok=True)
 
@@ -122,9 +125,9 @@ def bench_persist(work: Path, total: int, log: Log) -> dict:
     return {"bytes": total, "ours_Bps": ours, "dd_Bps": dd_rate, "ratio": ours / dd_rate}
 
 
-def bench_restore(work: Path, sizes: list[int], log: Log) -> dict:
+def bench_restore(work: Path, sizes: list[int], log: Log) -> dict[str, Any]:
     weed = SeaweedFS(work / "weed", name="region").start()
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         store = weed.store("bench")
         for size in sizes:
@@ -204,7 +207,8 @@ def bench_restore(work: Path, sizes: list[int], log: Log) -> dict:
     return out
 
 
-def _restore_many(work: Path, weed: SeaweedFS, store, n: int, log: Log) -> dict:
+def _restore_many(work: Path, weed: SeaweedFS, store: S3Store, n: int,
+                  log: Log) -> dict[str, Any]:
     """A checkpoint of n 1 MiB objects (rank files): the manifest check is paid once per
     checkpoint, the objects come from the cache; baseline: the same n GETs, 8 in parallel."""
     import numpy as np
@@ -241,13 +245,13 @@ BENCHES = ("stall", "persist", "restore")
 
 
 def run_all(*, quick: bool, log: Log = print, workdir: str | None = None,
-            only: tuple[str, ...] = BENCHES) -> dict:
+            only: tuple[str, ...] = BENCHES) -> dict[str, Any]:
     unknown = set(only) - set(BENCHES)
     if unknown:
         raise ValueError(f"unknown bench {sorted(unknown)}; valid: {', '.join(BENCHES)}")
     work = Path(workdir or tempfile.mkdtemp(prefix="ckpt-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    out: dict = {"quick": quick}
+    out: dict[str, Any] = {"quick": quick}
     try:
         if "stall" in only:
             out["stall"] = bench_stall(work, (256 if quick else 2048) * MiB, log)

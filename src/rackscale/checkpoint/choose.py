@@ -11,6 +11,7 @@ read again: objects are written once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rackscale.checkpoint.errors import ManifestInvalid
 from rackscale.checkpoint.restore import Restorer
@@ -27,7 +28,7 @@ class ResumePoint:
         return [f"checkpoint {cid} skipped: {why}" for cid, why in self.skipped.items()]
 
 
-def _copy_problem(res: dict) -> str:
+def _copy_problem(res: dict[str, Any]) -> str:
     detail = res.get("error") or ""
     if res["missing"]:
         detail = f"objects gone: {', '.join(res['missing'])}"

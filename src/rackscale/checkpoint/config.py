@@ -10,7 +10,7 @@ import os
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -164,7 +164,7 @@ def for_job(cfg: TiersConfig, job: str) -> TiersConfig:
         raise ConfigError(f"job id {job!r}: {err.errors()[0]['msg']}") from None
 
 
-def parse_config(data: dict, source: str = "config") -> TiersConfig:
+def parse_config(data: dict[str, Any], source: str = "config") -> TiersConfig:
     try:
         return TiersConfig.model_validate(data)
     except ValidationError as err:

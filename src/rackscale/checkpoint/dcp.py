@@ -33,8 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import torch.futures
-from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint.filesystem import _StoragePrefix
+from torch.distributed.checkpoint.filesystem import (
+    FileSystemReader,
+    FileSystemWriter,
+    _StoragePrefix,
+)
 from torch.distributed.checkpoint.metadata import MetadataIndex
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner
 from torch.distributed.checkpoint.storage import WriteResult
@@ -92,7 +95,7 @@ class TieredStorageWriter(FileSystemWriter):
         self.tiers = Tiers(cfg)
         self._lease_fd: int | None = None
         self._entries: list[ItemEntry] = []
-        self._pre: Future | None = None
+        self._pre: Future[None] | None = None
         path = self.tiers.local.path(self.tiers.layout.data_prefix(self.ckpt_id))
         super().__init__(path, sync_files=cfg.fsync, overwrite=True, **fs_options)
         self.fs: HashingFileSystem = HashingFileSystem(cfg.chunk_size, cfg.hash_algo)
@@ -234,7 +237,7 @@ class TieredStorageWriter(FileSystemWriter):
             return
         mgr = self.manager
 
-        def done(_f: Future) -> None:
+        def done(_f: Future[None]) -> None:
             self._release_lease()
             if mgr is not None:
                 mgr.shutdown(wait=False)  # from the worker's own thread: must not join it

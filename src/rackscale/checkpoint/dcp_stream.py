@@ -38,10 +38,10 @@ class _HashingStream(io.RawIOBase):
         self.trusted = True
         self._tail = False  # a short last chunk is queued: the file must not grow after it
 
-    def write(self, b: Any) -> int:
+    def write(self, b: Any) -> int | None:
         if self._tail:
             self.trusted = False
-        n = self._f.write(b)
+        n: int | None = self._f.write(b)
         self.written += n if n is not None else len(memoryview(b))
         if self.written - self.submitted >= self._chunk:
             self._f.flush()  # the chunk must be in the page cache before a worker reads it
@@ -70,23 +70,27 @@ class _HashingStream(io.RawIOBase):
         return True
 
     def tell(self) -> int:
-        return self._f.tell()
+        pos: int = self._f.tell()
+        return pos
 
     def fileno(self) -> int:
         # Asked for the fsync after the last write: the short last chunk is hashed meanwhile.
         self._submit_tail()
-        return self._f.fileno()
+        fd: int = self._f.fileno()
+        return fd
 
     def flush(self) -> None:
         self._f.flush()
 
     def seek(self, *args: Any) -> int:
         self.trusted = False
-        return self._f.seek(*args)
+        pos: int = self._f.seek(*args)
+        return pos
 
     def truncate(self, *args: Any) -> int:
         self.trusted = False
-        return self._f.truncate(*args)
+        size: int = self._f.truncate(*args)
+        return size
 
     def __getattr__(self, name: str) -> Any:
         # io's own bookkeeping (`_IOBase__closed` before the first close) is not a file use.
@@ -105,15 +109,15 @@ class HashingFileSystem(FileSystem):
         self.hashed: dict[str, tuple[int, list[Future[str]]]] = {}
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # Picklable (async_save in a process): the pool stays behind, hashing is per process.
         return {**self.__dict__, "pool": None, "_lock": None, "hashed": {}}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _lock=threading.Lock())
 
     @contextmanager
-    def create_stream(self, path: str | os.PathLike, mode: str) -> Generator[io.IOBase, None,
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Generator[io.IOBase, None,
                                                                              None]:
         pool = self.pool
         if pool is None or mode != "wb":

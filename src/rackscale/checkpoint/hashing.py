@@ -37,7 +37,8 @@ HASHERS: dict[str, Callable[[], Any]] = {"blake3": lambda: _new("blake3"),
 def digest(data: bytes | memoryview, algo: str = DEFAULT_ALGO) -> str:
     h = _new(algo)
     h.update(data)
-    return h.hexdigest()
+    hexdigest: str = h.hexdigest()  # blake3 or hashlib: both give the hex string
+    return hexdigest
 
 
 def chunk_hashes(data: bytes | memoryview, chunk_size: int, algo: str = DEFAULT_ALGO) -> list[str]:
@@ -53,7 +54,8 @@ def combine(parts: Iterable[str], algo: str = DEFAULT_ALGO) -> str:
     for p in parts:
         h.update(p.encode())
         h.update(b"\n")
-    return h.hexdigest()
+    hexdigest: str = h.hexdigest()  # blake3 or hashlib: both give the hex string
+    return hexdigest
 
 
 def hash_range(path: str, start: int, length: int, algo: str) -> str:

@@ -18,14 +18,15 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 SYNC_EVERY = 256  # records between fsyncs
 SYNC_INTERVAL_S = 1.0  # or this long since the last fsync, whichever comes first
 
 
-def replay(path: Path) -> tuple[str | None, dict[str, dict]]:
+def replay(path: Path) -> tuple[str | None, dict[str, dict[str, Any]]]:
     """(save_uuid, entries by "tier/item") from a journal file; a torn last line is dropped."""
-    entries: dict[str, dict] = {}
+    entries: dict[str, dict[str, Any]] = {}
     save_uuid = None
     try:
         raw = path.read_bytes()
@@ -60,7 +61,7 @@ class Journal:
         self.sync = sync
         self._lock = threading.Lock()
         owner, entries = replay(path)
-        self.entries: dict[str, dict] = entries if owner == save_uuid else {}
+        self.entries: dict[str, dict[str, Any]] = entries if owner == save_uuid else {}
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         if owner != save_uuid:
@@ -71,10 +72,10 @@ class Journal:
         if owner != save_uuid:
             self._append({"save_uuid": save_uuid}, force_sync=True)
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
-    def _append(self, rec: dict, *, force_sync: bool = False) -> None:
+    def _append(self, rec: dict[str, Any], *, force_sync: bool = False) -> None:
         with self._lock:
             if self._fd is None:
                 raise ValueError(f"journal {self.path} is closed")
@@ -87,8 +88,8 @@ class Journal:
                 self._unsynced = 0
                 self._synced_at = time.monotonic()
 
-    def start(self, key: str, upload_id: str, part_size: int) -> dict:
-        entry = {"upload_id": upload_id, "part_size": part_size, "parts": {}}
+    def start(self, key: str, upload_id: str, part_size: int) -> dict[str, Any]:
+        entry: dict[str, Any] = {"upload_id": upload_id, "part_size": part_size, "parts": {}}
         self.entries[key] = entry
         self._append({"k": key, "upload_id": upload_id, "part_size": part_size})
         return entry

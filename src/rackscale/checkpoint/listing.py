@@ -4,6 +4,7 @@ server's checkpoints API."""
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.manifest import ORDER, CkptState, Manifest, current_state
@@ -41,7 +42,7 @@ def _keys(store: ObjectStore, prefix: str) -> set[str]:
     return set(store.list(prefix))
 
 
-def catalog_of(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict:
+def catalog_of(tiers: Tiers, ckpt_id: str, notes: list[str]) -> dict[str, Any]:
     try:
         return tiers.read_catalog(ckpt_id) or {}
     except CheckpointError as err:  # history only: the listing goes on without it
@@ -66,7 +67,7 @@ def furthest_state(tiers: Tiers, states: dict[str, float],
     return max(reached, key=ORDER.index).value if reached else "-"
 
 
-def listing_rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict]:
+def listing_rows(tiers: Tiers, r: Restorer, notes: list[str]) -> list[dict[str, Any]]:
     """The committed checkpoints as `checkpoint ls` and the server list them: state, RPO
     (staged to region) and which tiers hold each; a damaged one is a row that says why."""
     rows = []

@@ -97,7 +97,8 @@ class ItemEntry:
     size: int
     chunks: list[str]
     hash: str
-    meta: dict = field(default_factory=dict)  # dtype/shape of a tensor, or {} for raw bytes
+    # dtype/shape of a tensor, or {} for raw bytes
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -177,7 +178,7 @@ def checkpoint_hash(m: Manifest) -> str:
 
 
 # --- parsing: every field with its type ----------------------------------------------------------
-def _typed(raw: dict, name: str, kinds: tuple[type, ...], where: str) -> Any:
+def _typed(raw: dict[str, Any], name: str, kinds: tuple[type, ...], where: str) -> Any:
     if name not in raw:
         raise ManifestInvalid(f"{where}: field `{name}` is missing")
     v = raw[name]
@@ -189,7 +190,7 @@ def _typed(raw: dict, name: str, kinds: tuple[type, ...], where: str) -> Any:
     return v
 
 
-def _no_extra(raw: dict, allowed: tuple[str, ...], where: str) -> None:
+def _no_extra(raw: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
     extra = sorted(set(raw) - set(allowed))
     if extra:
         raise ManifestInvalid(f"{where}: unknown field(s) {extra}; a field outside the "
@@ -237,7 +238,7 @@ def parse_manifest(raw: Any, where: str) -> Manifest:
 
 
 # --- checks: an item against its chunks, size and dtype/shape; the manifest against its hash ---
-def _itemsize(meta: dict, where: str) -> int | None:
+def _itemsize(meta: dict[str, Any], where: str) -> int | None:
     """Bytes per element of a tensor item, or None for raw bytes (no shape to agree with)."""
     kind = meta.get("kind", "bytes")
     if kind == "bytes":

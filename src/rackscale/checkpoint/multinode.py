@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from rackscale.checkpoint.errors import CheckpointError, ObjectMissing
 from rackscale.checkpoint.manifest import ItemEntry, Manifest
@@ -56,11 +57,11 @@ class SavePart:
     def coordinator(self) -> bool:
         return self.rank == 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict) -> SavePart:
+    def from_dict(cls, raw: dict[str, Any]) -> SavePart:
         return cls(rank=int(raw["rank"]), world=int(raw["world"]), save_uuid=raw["save_uuid"],
                    created_at=float(raw["created_at"]))
 
@@ -73,9 +74,11 @@ def part_key(tiers: Tiers, ckpt_id: str, rank: int) -> str:
     return f"{parts_prefix(tiers, ckpt_id)}rank-{rank:05d}.json"
 
 
-def read_part(tiers: Tiers, store: ObjectStore, ckpt_id: str, rank: int) -> dict | None:
+def read_part(tiers: Tiers, store: ObjectStore, ckpt_id: str,
+              rank: int) -> dict[str, Any] | None:
     try:
-        return json.loads(store.get(part_key(tiers, ckpt_id, rank)))
+        part: dict[str, Any] = json.loads(store.get(part_key(tiers, ckpt_id, rank)))
+        return part
     except ObjectMissing:
         return None
 
@@ -110,7 +113,7 @@ class PartCommit:
                                                                     complete=False)))
 
     def _parts(self, store: ObjectStore, ckpt_id: str, *,
-               complete: bool = True) -> dict[int, dict]:
+               complete: bool = True) -> dict[int, dict[str, Any]]:
         """This save's part records in `store` by rank; with `complete`, none until there
         can be one per rank (cheap: one listing while a commit waits for the set)."""
         keys = store.list(parts_prefix(self.tiers, ckpt_id))

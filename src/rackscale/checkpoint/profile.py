@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -266,7 +266,7 @@ class _Run:
         if self.progress is not None:
             self.progress(what, self.done, self.total)
 
-    def save(self, mgr: CheckpointManager, state: dict) -> tuple[str, dict[str, float]]:
+    def save(self, mgr: CheckpointManager, state: dict[str, Any]) -> tuple[str, dict[str, float]]:
         self.step += 1
         rep = mgr.save(self.step, state).wait()
         if rep.errors:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rackscale.checkpoint.errors import (
     CheckpointError,
@@ -38,6 +38,7 @@ from rackscale.checkpoint.tiers import Tiers
 from rackscale.checkpoint.upload import commit_manifest
 
 DOWN = (StoreUnreachable, StoreAuthError)
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -45,11 +46,11 @@ class RestoreReport:
     id: str
     manifest_from: str
     served_by: dict[str, int] = field(default_factory=dict)  # tier -> chunks served
-    bad_chunks: list[dict] = field(default_factory=list)  # {tier, item, chunk}
-    bad_sizes: list[dict] = field(default_factory=list)  # {tier, item, size, expected}
+    bad_chunks: list[dict[str, Any]] = field(default_factory=list)  # {tier, item, chunk}
+    bad_sizes: list[dict[str, Any]] = field(default_factory=list)  # {tier, item, size, expected}
     # {tier, item}: a tier that holds the checkpoint's manifest but not this object (another
     # tier served it; the object is copied back to the tier, see `repaired`)
-    missing: list[dict] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)  # "tier:item"
     unreachable: dict[str, str] = field(default_factory=dict)
     bad_manifests: dict[str, str] = field(default_factory=dict)  # tier -> why it was skipped
@@ -64,7 +65,7 @@ class RestoreReport:
         """The tier that served most of the bytes (what an operator asks first)."""
         return max(self.served_by, key=self.served_by.__getitem__) if self.served_by else "-"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self) | {"tier": self.tier}
 
 
@@ -85,7 +86,7 @@ class Restorer:
         self._lock = threading.Lock()
 
     # --- which checkpoint, which manifest -----------------------------------------------------
-    def _try(self, store: ObjectStore, fn: Callable[[], Any]) -> Any:
+    def _try(self, store: ObjectStore, fn: Callable[[], _T]) -> _T | None:
         if store.name in self._down:
             return None
         try:
@@ -363,12 +364,13 @@ class Restorer:
             if not self._size_ok(s, m, it, report, bad_remote):
                 continue
             try:
-                data = b"" if end <= start else self._try(
+                got = b"" if end <= start else self._try(
                     s, functools.partial(s.get, key, start, end))
             except ObjectMissing:
                 continue
-            if data is None:
+            if got is None:
                 continue
+            data = got
             if digest(data, m.algo) != it.chunks[i]:
                 with self._lock:
                     report.bad_chunks.append({"tier": s.name, "item": it.name, "chunk": i})
@@ -414,7 +416,7 @@ class Restorer:
                  decode_item((data_dir / it.name).read_bytes(), it.meta) for it in m.items}
         return state, report
 
-    def verify(self, ckpt_id: str, store: ObjectStore) -> dict:
+    def verify(self, ckpt_id: str, store: ObjectStore) -> dict[str, Any]:
         """Check one tier's copy: its own manifest, each object's size, every chunk; and that
         it is the same save as the reference manifest. Changes nothing."""
         ckpt_id = self.resolve_id(ckpt_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rackscale.checkpoint.errors import ManifestInvalid
 from rackscale.checkpoint.multinode import PartCommit, SavePart, local_part, parts_prefix
@@ -30,7 +30,7 @@ def _local_commit(mgr: CheckpointManager, ckpt_id: str, part: SavePart | None) -
     return local_part(mgr.tiers, ckpt_id, part)
 
 
-def _discard(mgr: CheckpointManager, ckpt_id: str, tag: str, entry: dict,
+def _discard(mgr: CheckpointManager, ckpt_id: str, tag: str, entry: dict[str, Any],
              part: SavePart | None) -> None:
     tiers = mgr.tiers
     data_dir = mgr.local_data_dir(ckpt_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from rackscale.checkpoint.errors import (
     ManifestInvalid,
@@ -34,7 +35,7 @@ class GcReport:
     damaged: list[str] = field(default_factory=list)  # "tier:id" whose manifest is bad: kept
     dry_run: bool = False
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -142,7 +142,8 @@ class S3Store:
             extra["IfNoneMatch"] = "*"
         c = self.client if len(body) > SMALL else self.meta
         r = c.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
-        return r["ETag"].strip('"')
+        etag: str = r["ETag"].strip('"')  # boto3 is untyped; the ETag is a string
+        return etag
 
     @_translate
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
@@ -152,7 +153,8 @@ class S3Store:
             extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
             c = self.client  # a chunk of data
         r = c.get_object(Bucket=self.bucket, Key=key, **extra)
-        return r["Body"].read()
+        body: bytes = r["Body"].read()  # boto3 is untyped; a StreamingBody reads bytes
+        return body
 
     @_translate
     def head(self, key: str) -> ObjectInfo | None:
@@ -179,14 +181,17 @@ class S3Store:
 
     @_translate
     def create_upload(self, key: str) -> str:
-        return self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        r = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)
+        upload_id: str = r["UploadId"]  # boto3 is untyped; the upload id is a string
+        return upload_id
 
     @_translate
     def upload_part(self, key: str, upload_id: str, part_no: int,
                     data: bytes | memoryview) -> str:
         r = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
                                     PartNumber=part_no, Body=bytes(data))
-        return r["ETag"].strip('"')
+        etag: str = r["ETag"].strip('"')  # boto3 is untyped; the ETag is a string
+        return etag
 
     @_translate
     def list_parts(self, key: str, upload_id: str) -> dict[int, str]:
@@ -203,7 +208,8 @@ class S3Store:
             Bucket=self.bucket, Key=key, UploadId=upload_id,
             MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{e}"'}
                                        for n, e in sorted(parts.items())]})
-        return r["ETag"].strip('"')
+        etag: str = r["ETag"].strip('"')  # boto3 is untyped; the ETag is a string
+        return etag
 
     @_translate
     def abort_upload(self, key: str, upload_id: str) -> None:

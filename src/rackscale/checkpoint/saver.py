@@ -69,12 +69,12 @@ class SaveReport:
         s = self.states
         return s["region"] - s["staged"] if "region" in s and "staged" in s else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self) | {"rpo_s": self.rpo_s}
 
 
 class SaveHandle:
-    def __init__(self, report: SaveReport, future: Future | None = None,
+    def __init__(self, report: SaveReport, future: Future[None] | None = None,
                  region: threading.Event | None = None) -> None:
         self.report = report
         self._future = future
@@ -124,7 +124,7 @@ def hash_entries(data_dir: Path, names: list[str], chunk_size: int, algo: str,
             for n, (size, ch) in zip(names, got, strict=True)]
 
 
-def _committed_here(entry: dict) -> bool:
+def _committed_here(entry: dict[str, Any]) -> bool:
     """Whether a catalog entry of this node says the checkpoint exists as a whole.
 
     A single-process save exists once it is committed locally. Rank 0's part of a multi-rank
@@ -298,7 +298,8 @@ class CheckpointManager:
         self._inflight = handle
         return handle
 
-    def preupload(self, ckpt_id: str, save_uuid: str, entries: list[ItemEntry]) -> Future:
+    def preupload(self, ckpt_id: str, save_uuid: str,
+                  entries: list[ItemEntry]) -> Future[None]:
         """Rank 0 of a multi-rank save: send its data files while the other ranks send theirs
         (its part is committed later, with `.metadata`); the journal skips them then."""
         def run() -> None:
@@ -495,7 +496,10 @@ class CheckpointManager:
         commit, never the region's (its early data upload is waited for after it)."""
         tiers, states = self.tiers, report.states
         journal, region = journal_region
-        save = lambda: self._catalog(report, job, job.seq, job.manifest.save_uuid)  # noqa: E731
+
+        def save() -> None:
+            self._catalog(report, job, job.seq, job.manifest.save_uuid)
+
         early = []
         if "region" not in states and "replicated" not in states:
             # The replicas' data goes out beside the region's; their manifests still follow

@@ -16,9 +16,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rackscale.checkpoint.errors import CheckpointError
 from rackscale.checkpoint.objectstore import write_durable
+
+if TYPE_CHECKING:
+    from rackscale.checkpoint.s3store import S3Store
 
 ACCESS_KEY = "rackscale"
 SECRET_KEY = "rackscale-secret-key"  # test-only identity written to the instance's config
@@ -52,7 +56,7 @@ class SeaweedFS:
     def __init__(self, workdir: str | os.PathLike[str], *, name: str = "region") -> None:
         self.dir = Path(workdir)
         self.name = name
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.s3_port = 0
 
     @property
@@ -110,7 +114,7 @@ class SeaweedFS:
             self.log.close()
 
     def store(self, bucket: str, *, name: str | None = None, create: bool = True,
-              access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):
+              access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY) -> S3Store:
         from rackscale.checkpoint.s3store import S3Store
         s = S3Store(name=name or self.name, endpoint=self.endpoint, bucket=bucket,
                     access_key=access_key, secret_key=secret_key, timeout_s=2.0)
@@ -118,7 +122,7 @@ class SeaweedFS:
             s.create_bucket()
         return s
 
-    def spec(self, bucket: str, *, name: str | None = None) -> dict:
+    def spec(self, bucket: str, *, name: str | None = None) -> dict[str, Any]:
         return {"name": name or self.name, "kind": "s3", "endpoint": self.endpoint,
                 "bucket": bucket, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY,
                 "timeout_s": 2.0}

@@ -19,7 +19,7 @@ import numpy as np
 class StagedItem:
     name: str  # object-safe name (the state-dict key, percent-quoted)
     view: memoryview
-    meta: dict
+    meta: dict[str, Any]
 
 
 def item_name(key: str) -> str:
@@ -80,7 +80,7 @@ class StagingPool:
         return out
 
 
-def decode_item(data: bytes | bytearray | memoryview, meta: dict) -> Any:
+def decode_item(data: bytes | bytearray | memoryview, meta: dict[str, Any]) -> Any:
     kind = meta.get("kind", "bytes")
     if kind == "torch":
         import torch

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rackscale.checkpoint.config import TiersConfig
 from rackscale.checkpoint.errors import CheckpointError, ManifestInvalid, ObjectMissing
@@ -66,7 +67,7 @@ class Tiers:
     def catalog_path(self, ckpt_id: str, tag: str = "") -> Path:
         return self.root / "catalog" / f"{ckpt_id}{tag}.json"
 
-    def read_catalog(self, ckpt_id: str, tag: str = "") -> dict | None:
+    def read_catalog(self, ckpt_id: str, tag: str = "") -> dict[str, Any] | None:
         """The saver's history of `ckpt_id`, None if there is none. A damaged entry is an error
         (the saver decides from it what to delete), never a silent empty history."""
         path = self.catalog_path(ckpt_id, tag)
@@ -81,7 +82,7 @@ class Tiers:
             raise CheckpointError(f"catalog entry {path} is not a JSON object; move it aside")
         return entry
 
-    def write_catalog(self, ckpt_id: str, entry: dict, tag: str = "", *,
+    def write_catalog(self, ckpt_id: str, entry: dict[str, Any], tag: str = "", *,
                       sync: bool = True) -> None:
         with self._lock:
             write_durable(self.catalog_path(ckpt_id, tag),
@@ -102,9 +103,9 @@ class Tiers:
     def open_journal(self, ckpt_id: str, save_uuid: str, tag: str = "") -> Journal:
         return Journal(self.journal_path(ckpt_id, tag), save_uuid, sync=self.cfg.fsync)
 
-    def read_journal(self, ckpt_id: str) -> dict:
+    def read_journal(self, ckpt_id: str) -> dict[str, dict[str, Any]]:
         """Every entry of every rank's journal of `ckpt_id` on this node (read-only)."""
-        out: dict = {}
+        out: dict[str, dict[str, Any]] = {}
         for p in sorted((self.root / "journal").glob(f"{ckpt_id}*.jsonl")):
             if p.stem == ckpt_id or p.stem.startswith(f"{ckpt_id}@"):
                 out.update({f"{p.stem}:{k}": v for k, v in replay(p)[1].items()})

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rackscale.checkpoint.errors import (
     AlreadyExists,
@@ -28,10 +28,10 @@ from rackscale.checkpoint.manifest import Manifest, latest_json, parse_latest
 from rackscale.checkpoint.objectstore import ObjectStore
 from rackscale.checkpoint.tiers import Tiers
 
-EventHook = Callable[[str, dict], None]
+EventHook = Callable[[str, dict[str, Any]], None]
 
 
-def no_events(_kind: str, _data: dict) -> None:
+def no_events(_kind: str, _data: dict[str, Any]) -> None:
     return None
 
 

@@ -65,7 +65,9 @@ MAX_PROBE_BYTES = 1 << 31
 
 
 def _stages(text: str) -> tuple[int, ...]:
-    return parse_stages([text], "--stages")
+    # rackscale.certify's names are lazy (module __getattr__), so typed Any here
+    stages: tuple[int, ...] = parse_stages([text], "--stages")
+    return stages
 
 
 def run_twin(topo: Topology, req: TwinRunRequest, *, show_progress: bool) -> CertifyRun:

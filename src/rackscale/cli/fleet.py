@@ -4,6 +4,7 @@ fleet's shape as Slurm's topology.conf."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -103,7 +104,7 @@ def show(
     print_summary(summary)
 
 
-def print_summary(summary: dict) -> None:
+def print_summary(summary: dict[str, Any]) -> None:
     kinds = [k for k in summary["totals"] if k not in ("region",)]
     table = Table(title=f"fleet {summary['fleet']}", show_lines=False)
     table.add_column("kind")

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rackscale.cli._common import JsonOption, check_out_file, console, emit_json
-from rackscale.cli.report import app
+from rackscale.cli.report import app as app  # re-exported: these commands are on report's app
 
 DirArgument = typer.Argument(..., metavar="DIR", help="A report directory written by "
                              "`rackscale report build --out DIR`.")

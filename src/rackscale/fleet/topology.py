@@ -491,7 +491,7 @@ class Topology:
             # Power shelves feed the rack's shared bus bar, so every tray depends on them.
             return rack_gpus
         tray = i if kind in (COMPUTE_TRAY, NODE) else self.parents[i]
-        tray_gpus = rack_gpus[self.gpu_tray[rack_gpus] == tray]
+        tray_gpus: np.ndarray = rack_gpus[self.gpu_tray[rack_gpus] == tray]
         if kind == CPU:
             # Each CPU hosts an equal share of its tray's GPUs (Vera/Grace: 2 GPUs each).
             k = int(cid.rsplit("cpu", 1)[1])

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rackscale.inputs import InputError, build_yaml, compose_yaml, read_text
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 Path = tuple[str | int, ...]
+_Model = TypeVar("_Model", bound="BaseModel")
 
 
 class SpecError(InputError):
@@ -77,7 +81,7 @@ def _hint(err: Mapping[str, Any]) -> str:
     return ""
 
 
-def validate(model: Any, source: YamlSource) -> Any:
+def validate(model: type[_Model], source: YamlSource) -> _Model:
     """Validate `source.data` into pydantic `model`; raise SpecError naming line, field, fix."""
     from pydantic import ValidationError
 

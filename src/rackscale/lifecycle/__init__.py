@@ -1,10 +1,10 @@
 """Rack and tray lifecycle: state machines, interlocks, the reconcile controller, drivers
 (Redfish, simulated power and CDU), Slurm drain/resume, certification triage."""
 
-from rackscale.lifecycle.controller import Controller, PassReport, RunOutcome
+from rackscale.fleet import CduReading
+from rackscale.lifecycle.controller import Controller
 from rackscale.lifecycle.cooling import coolant_conditions, enrolled_racks
 from rackscale.lifecycle.drivers import (
-    CduReading,
     CduTelemetry,
     CoolingDriver,
     DriverError,
@@ -21,6 +21,7 @@ from rackscale.lifecycle.interlocks import (
     LeakTier,
     flow_ok,
 )
+from rackscale.lifecycle.passes import PassReport, RunOutcome
 from rackscale.lifecycle.redfish import RedfishPowerDriver
 from rackscale.lifecycle.repairs import RepairRefused, RepairResult, repair
 from rackscale.lifecycle.repository import (

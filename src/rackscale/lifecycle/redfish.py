@@ -165,7 +165,8 @@ class RedfishPowerDriver:
         return out
 
     def power_state(self, target: str) -> bool:
-        return self._req("GET", self._path(target)).get("PowerState") == "On"
+        power: object = self._req("GET", self._path(target)).get("PowerState")
+        return power == "On"
 
     def set_power(self, target: str, on: bool) -> None:
         self._req("POST", self._path(target) + "/Actions/ComputerSystem.Reset",

@@ -20,7 +20,7 @@ from rackscale.recovery.events import INCIDENT, JOB, IncidentPayload, JobPayload
 from rackscale.recovery.heartbeat import BeatReader, HeartbeatWriter, RankBeats, beat_path
 from rackscale.recovery.launch import Launcher, LaunchError, LocalLauncher, RankProcess
 from rackscale.recovery.localize import Localized, Localizer, on_runner
-from rackscale.recovery.racks import CoolingConditions, HotRacks
+from rackscale.recovery.racks import CoolingConditions, HotRacks, SparesExhausted
 from rackscale.recovery.record import NotInFleet, Recorder, read_incidents
 from rackscale.recovery.returns import Return, ReturnError, read_returns, request_return
 from rackscale.recovery.setup import (
@@ -36,7 +36,6 @@ from rackscale.recovery.state import JobState, alive_ranks
 from rackscale.recovery.supervisor import (
     CommandFailed,
     JobSetup,
-    SparesExhausted,
     Supervisor,
     latest_committed,
 )

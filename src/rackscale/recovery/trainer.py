@@ -26,9 +26,11 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from pydantic import BaseModel, ConfigDict, Field
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from rackscale.checkpoint import (
     AlreadyExists,
@@ -165,7 +167,7 @@ def _restore(env: RankEnv, cfg: TiersConfig, model: torch.nn.Module,
         if env.resume != "latest":
             raise
         return 1
-    dcp.load(state, storage_reader=reader)
+    dcp_load(state, storage_reader=reader)
     set_state_dict(model, optim, model_state_dict=state["model"],
                    optim_state_dict=state["optim"])
     return int(state["data"]["next_step"])
@@ -225,10 +227,10 @@ def _save(cfg: TiersConfig, model: torch.nn.Module, optim: torch.optim.Optimizer
     # it, e.g. because it did not verify): it is never overwritten, so the save is refused,
     # on every rank; training goes on and saves the steps after it.
     try:
-        dcp.save(_state(model, optim, step), storage_writer=TieredStorageWriter(cfg, step))
+        dcp_save(_state(model, optim, step), storage_writer=TieredStorageWriter(cfg, step))
     except AlreadyExists:
         return
-    except dcp.CheckpointException as err:  # DCP hands each rank every rank's refusal
+    except CheckpointException as err:  # DCP hands each rank every rank's refusal
         if not err.failures or not all(isinstance(exc, AlreadyExists)
                                        for exc, _trace in err.failures.values()):
             raise
@@ -270,7 +272,7 @@ def _run(s: DemoSettings, env: RankEnv, hb: HeartbeatWriter) -> dict[str, Any]:
         x, y = batch_for(s, step, env.rank)
         optim.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
+        torch.autograd.backward(loss)  # = loss.backward(), whose signature is unannotated
         if slow > 1.0 and step >= s.slow_from:
             _burn(x, clock, c0 + slow * (clock() - c0))
         if s.crash_slot == env.slot and step == s.crash_step:

@@ -59,7 +59,8 @@ def _finding_key(f: dict[str, Any]) -> tuple[str, str]:
     return str(f["component"]), str(f["kind"])
 
 
-def _findings(old: dict[str, Any], new: dict[str, Any]) -> tuple[list, list]:
+def _findings(old: dict[str, Any], new: dict[str, Any]) -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]]]:
     o = {_finding_key(f): f for f in old["findings"]}
     n = {_finding_key(f): f for f in new["findings"]}
 

@@ -36,7 +36,8 @@ def _simulation(sim: dict[str, Any]) -> SimulateRunV1 | None:
 @cache
 def disclosure_schema() -> dict[str, Any]:
     text = resources.files("rackscale.report").joinpath("disclosure.schema.json").read_text()
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)  # the package's own schema: an object
+    return schema
 
 
 def validate_disclosure(doc: dict[str, Any]) -> None:

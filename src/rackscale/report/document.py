@@ -31,7 +31,8 @@ LIFECYCLE_EVENTS_SHOWN = 200  # the newest ones; counts cover all of them
 def report_schema() -> dict[str, Any]:
     """The published JSON Schema of report.json (package data)."""
     text = resources.files("rackscale.report").joinpath("report.schema.json").read_text()
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)  # the package's own schema: an object
+    return schema
 
 
 def _coverage(view: StoreView) -> dict[str, Any]:

@@ -37,7 +37,7 @@ Basis = Literal["spec", "inventory", "measured", "simulated", "recorded", "not_r
 
 def stage_name(stage: Any) -> str:
     if isinstance(stage, int) and stage in STAGE_NAMES:
-        return STAGE_NAMES[stage]
+        return str(STAGE_NAMES[stage])
     return str(stage)
 
 

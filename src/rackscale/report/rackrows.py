@@ -28,7 +28,8 @@ class RackInputs:
     findings: list[dict[str, Any]]
 
 
-def _findings_by_holder(topo: Topology, findings: list[dict[str, Any]]) -> tuple[dict, dict]:
+def _findings_by_holder(topo: Topology, findings: list[dict[str, Any]]) -> tuple[
+        dict[str, list[str]], dict[str, list[str]]]:
     by_tray: dict[str, list[str]] = defaultdict(list)
     by_rack: dict[str, list[str]] = defaultdict(list)
     for f in findings:

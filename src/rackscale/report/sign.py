@@ -110,7 +110,8 @@ def load_public(path: Path) -> Any:
 def public_raw(key: Any) -> bytes:
     from cryptography.hazmat.primitives import serialization as ser
 
-    return key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw)
+    raw: bytes = key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw)
+    return raw
 
 
 def statement_of(out: Path, root: str, fleet: str) -> dict[str, Any]:

@@ -182,7 +182,7 @@ router = APIRouter(prefix="/api/v1", responses=ERRORS)
 def start_certify(request: Request, response: Response,
                   body: CertifyRequest | None = None) -> dict[str, Any]:
     job = request.app.state.jobs.start(body or CertifyRequest())
-    out = job.as_dict()
+    out: dict[str, Any] = job.as_dict()  # app.state is untyped
     response.headers["Location"] = out["status_url"]
     return out
 
@@ -195,4 +195,5 @@ def certify_job(request: Request,
     if job is None:
         raise ApiError(404, f"no certification job {job_id!r} (jobs are kept in memory "
                        f"until the server restarts, the last {MAX_KEPT})")
-    return job.as_dict()
+    out: dict[str, Any] = job.as_dict()  # app.state is untyped
+    return out

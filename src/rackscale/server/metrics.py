@@ -132,7 +132,8 @@ class Metrics:
             listed_at = self.checkpoints.listed_at()  # lists the tiers when due
             kept = snap.memo.get("metrics")  # (listing time, body): only the latest
             if kept is not None and kept[0] == listed_at:
-                return kept[1]
+                body: bytes = kept[1]  # the memo holds Any; "metrics" is (listed_at, body)
+                return body
             self.collector.snap = snap
             try:
                 body = generate_latest(self.registry)

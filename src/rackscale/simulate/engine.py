@@ -433,4 +433,5 @@ class _Engine:
         """Earliest time a unit outside the job becomes usable (inf if none will)."""
         at = self.usable_at[i]
         at = np.where(self.in_job[i] | (at <= self.t[i][:, None]), np.inf, at)
-        return at.min(axis=1)
+        earliest: np.ndarray = at.min(axis=1)
+        return earliest

@@ -8,7 +8,8 @@ own random numbers, so the two agree in distribution, not trial by trial. Needs 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -17,6 +18,7 @@ from rackscale.simulate.config import Plan
 from rackscale.simulate.engine import SCOPE_TRAY, Tallies
 
 RUN, DETECT, WAIT, RESTART = "run", "detect", "wait", "restart"
+_Process = Generator[simpy.Event, Any, None]  # what env.process() runs
 
 
 class _Trial:
@@ -52,32 +54,32 @@ class _Trial:
             self.env.process(self._stragglers())
 
     # ---------------------------------------------------------------- arrivals
-    def _failures(self):
+    def _failures(self) -> _Process:
         p = self.p
         while True:
             yield self.env.timeout(self.rng.exponential(1 / p.fail_rate_h))
             cause = int(self.rng.choice(len(p.cause_p), p=p.cause_p))
             self.job_proc.interrupt(("fail", cause, self.rng.random()))
 
-    def _stragglers(self):
+    def _stragglers(self) -> _Process:
         while True:
             yield self.env.timeout(self.rng.exponential(1 / self.p.slow_rate_h))
             u = self.rng.random()
             if self.phase == RUN:
                 self.job_proc.interrupt(("slow", u))
 
-    def _slow_detector(self, gen: int, u: float):
+    def _slow_detector(self, gen: int, u: float) -> _Process:
         yield self.env.timeout(self.p.slow_detect_h)
         if gen == self.slow_gen:
             self.job_proc.interrupt(("found", len(self.p.causes) - 1, u))
 
-    def _repair(self, when: float):
+    def _repair(self, when: float) -> _Process:
         yield self.env.timeout(when - self.env.now)
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
     # ---------------------------------------------------------------- the job
-    def _job(self):
+    def _job(self) -> _Process:
         p, env = self.p, self.env
         while True:
             start = env.now
@@ -94,7 +96,8 @@ class _Trial:
                 self._done()
             except simpy.Interrupt as it:
                 self._account(env.now - start)
-                self._interrupted(it.cause)
+                # every interrupt of the job process above is raised with a tuple cause
+                self._interrupted(cast(tuple[Any, ...], it.cause))
 
     def _account(self, dt: float) -> None:
         if self.phase == RUN:
@@ -129,7 +132,7 @@ class _Trial:
             else:
                 self.phase = WAIT
 
-    def _interrupted(self, cause: tuple) -> None:
+    def _interrupted(self, cause: tuple[Any, ...]) -> None:
         if cause[0] == "slow":
             self.stragglers += 1
             self.speed = min(self.speed, 1 / self.p.slowdown)
@@ -205,7 +208,10 @@ def simulate_simpy(p: Plan, progress: Callable[[float], None] | None = None) -> 
         rows.append(trial)
         if progress is not None:
             progress((n + 1) / k)
-    col = lambda key: np.array([r.t[key] for r in rows])  # noqa: E731
+
+    def col(key: str) -> np.ndarray:
+        return np.array([r.t[key] for r in rows])
+
     return Tallies(work=col("work"), useful_wall=col("useful"), checkpoint=col("ckpt"),
                    recompute=col("recompute"), detect=col("detect"), restart=col("restart"),
                    wait=col("wait"),

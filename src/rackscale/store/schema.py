@@ -6,8 +6,9 @@ this `Base` in their own module and call `Store.ensure_tables()` after importing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -91,23 +92,26 @@ class FleetRow(Base):
     loaded_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+# sqlalchemy leaves DDL's constructor unannotated; it takes the statement's SQL text.
+_new_ddl = cast("Callable[[str], DDL]", DDL)
+
 # Append-only is enforced by the database itself, not only by the absence of an API.
 _SQLITE_GUARDS = [
-    DDL(
+    _new_ddl(
         "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
         "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END"
     ),
-    DDL(
+    _new_ddl(
         "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
         "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END"
     ),
 ]
 _PG_GUARDS = [
-    DDL(
+    _new_ddl(
         "CREATE OR REPLACE FUNCTION rackscale_events_append_only() RETURNS trigger AS $$ "
         "BEGIN RAISE EXCEPTION 'events are append-only'; END; $$ LANGUAGE plpgsql"
     ),
-    DDL(
+    _new_ddl(
         "CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events "
         "FOR EACH ROW EXECUTE FUNCTION rackscale_events_append_only()"
     ),

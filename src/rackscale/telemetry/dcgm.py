@@ -71,7 +71,7 @@ def read_source(source: str) -> str:
     if source.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as resp:
-                raw = resp.read(MAX_PAGE_BYTES + 1)
+                raw: bytes = resp.read(MAX_PAGE_BYTES + 1)  # urlopen's response is untyped
         except (urllib.error.URLError, OSError, ValueError) as err:
             raise TelemetryError(f"--dcgm {source}: cannot fetch it ({err}); check that "
                                  "dcgm-exporter (or Prometheus) listens there") from None

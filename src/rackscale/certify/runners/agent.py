@@ -38,9 +38,13 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
 
 if __package__:
     from rackscale.certify.runners import fabric_env
@@ -133,6 +137,8 @@ class Agent:
         import torch
         torch.set_num_threads(1)
         self.torch = torch
+        # torch.cuda.Event's constructor is unannotated; it makes a CUDA event.
+        self._new_event = cast("Callable[..., torch.cuda.Event]", torch.cuda.Event)
         self.cuda = bool(torch.cuda.is_available())
         self.backend = fabric_env.dist_backend(self.cuda)
         # the rank's GPU on its host: the runner's local id (Slurm may show one GPU only)
@@ -145,7 +151,7 @@ class Agent:
     def _elapsed(self, t0: Any) -> float:
         """Seconds since `t0` (a CUDA event on a GPU, a perf_counter reading on the CPU)."""
         if self.cuda:
-            end = self.torch.cuda.Event(enable_timing=True)
+            end = self._new_event(enable_timing=True)
             end.record()
             end.synchronize()
             return float(t0.elapsed_time(end)) / 1000.0
@@ -153,7 +159,7 @@ class Agent:
 
     def _mark(self) -> Any:
         if self.cuda:
-            ev = self.torch.cuda.Event(enable_timing=True)
+            ev = self._new_event(enable_timing=True)
             ev.record()
             return ev
         return time.perf_counter()
