@@ -43,7 +43,7 @@ from rackscale.store import jsondoc
 from rackscale.store.events import (
     EVENT_KINDS,
     InvalidPayload,
-    Kind,
+    KindName,
     Payload,
     UnknownEventKind,
     parse,
@@ -200,7 +200,7 @@ class Event:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewEvent:
     component_id: str
-    kind: Kind
+    kind: KindName
     payload: dict[str, Any] | Payload = field(default_factory=dict)
     actor: str = "rackscale"
     reason: str = ""
@@ -491,7 +491,7 @@ class Store:
         self.engine.dispose()
 
     # ------------------------------------------------------------------ events
-    def append_event(self, component_id: str, kind: Kind,
+    def append_event(self, component_id: str, kind: KindName,
                      payload: dict[str, Any] | Payload | None = None, *,
                      actor: str = "rackscale", reason: str = "",
                      time: datetime | None = None, session: Session | None = None) -> int:
@@ -548,11 +548,11 @@ class Store:
 
     # The filters of one query, all keyword-only and optional: more than six by design.
     def events(self, *, component_id: str | None = None, prefix: str | None = None,
-               kind: Kind | None = None, kind_prefix: str | None = None,
+               kind: KindName | None = None, kind_prefix: str | None = None,
                after_seq: int | None = None, limit: int | None = None,
                newest_first: bool = False, component_ids: Iterable[str] | None = None,
                session: Session | None = None, until_seq: int | None = None,
-               kinds: Iterable[Kind] | None = None) -> list[Event]:
+               kinds: Iterable[KindName] | None = None) -> list[Event]:
         """Events in seq order (or newest first) matching every filter given. `session`
         reads inside a caller's transaction (what it wrote so far is visible); `until_seq`
         reads the log as it stood when event `until_seq` was the newest. A kind (or prefix)
@@ -587,7 +587,7 @@ class Store:
         with self.session() as s:
             return _decoded(s.execute(q).all(), self.dialect)
 
-    def latest_events(self, kind: Kind, *, until_seq: int | None = None) -> list[Event]:
+    def latest_events(self, kind: KindName, *, until_seq: int | None = None) -> list[Event]:
         """The newest event of `kind` of every component (e.g. each one's state), by seq;
         with `until_seq`, the newest up to that event."""
         latest = (_until(select(func.max(EventRow.seq)).where(EventRow.kind == known_kind(kind)),
@@ -596,7 +596,7 @@ class Store:
         return self._events(select(*_EVENT_COLS).where(EventRow.seq.in_(latest))
                             .order_by(EventRow.seq))
 
-    def events_with(self, kind: Kind, key: str, value: object, *,
+    def events_with(self, kind: KindName, key: str, value: object, *,
                     until_seq: int | None = None, limit: int | None = None) -> list[Event]:
         """Events of `kind` whose payload has `key` equal to `value` (filtered in the
         database, e.g. one run's findings), by seq, up to event `until_seq` when given."""

@@ -65,6 +65,12 @@ class Kind(StrEnum):
     RECOVERY_SOAK = "recovery.soak"
 
 
+# A registered event kind as the store's methods take it: the enum for rackscale's own kinds,
+# a plain name for a plugin's (which cannot be an enum member). Both are checked against the
+# registry when used, so an unknown name is refused with the valid ones either way.
+KindName = Kind | str
+
+
 class UnknownEventKind(UnknownName):
     """An event kind no payload model is registered for."""
 
