@@ -43,6 +43,15 @@ def serve(
                                      metavar="TEXT", help="Refused: see --token-file."),
     max_streams: int = MaxStreamsOpt, max_streams_per_client: int = PerClientOpt,
     stream_idle_s: float = IdleOpt,
+    dcgm: list[str] = typer.Option([], "--dcgm", metavar="URL|FILE", show_default=False,
+                                   help="A dcgm-exporter page to scrape beside the API, as "
+                                   "`telemetry watch` does (repeat for several; /api/v1/"
+                                   "telemetry shows the last scrape)."),
+    dcgm_every: float = typer.Option(30.0, "--dcgm-every", metavar="S", min=1.0,
+                                     max=86400.0, help="Seconds between scrapes of --dcgm."),
+    dcgm_hosts: str | None = typer.Option(None, "--dcgm-hosts", metavar="FILE",
+                                          show_default=False, help="YAML map of exporter "
+                                          "Hostname -> tray id (as `telemetry scrape --hosts`)."),
 ) -> None:
     """Serve the API (/api/v1), the live dashboard (/) and Prometheus metrics (/metrics)."""
     if token is not None:
@@ -54,7 +63,8 @@ def serve(
         cfg = ServerConfig(db=db, host=host, port=port, allow_remote=allow_remote,
                            token=read_token(token_file), checkpoints=checkpoints,
                            max_streams=max_streams, max_streams_per_client=max_streams_per_client,
-                           stream_idle_s=stream_idle_s)
+                           stream_idle_s=stream_idle_s, dcgm=tuple(dcgm),
+                           dcgm_every_s=dcgm_every, dcgm_hosts=dcgm_hosts)
         import fastapi  # noqa: F401  (checked here to name the extra, not fail in a traceback)
         import uvicorn  # noqa: F401
     except ModuleNotFoundError as err:

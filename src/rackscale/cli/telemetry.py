@@ -9,6 +9,7 @@ through the lifecycle at once.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
@@ -21,15 +22,14 @@ from rackscale.errors import UserError
 from rackscale.lifecycle import (
     ScontrolSlurm,
     apply_findings,
-    coolant_conditions,
+    coolant_responses,
     drain_out_of_service,
-    enrolled_racks,
     promote_passing,
     state_of,
 )
 from rackscale.state import FleetState
 from rackscale.store import Store
-from rackscale.telemetry import ScrapeReport, node_hosts, parse_page, read_hosts, read_source
+from rackscale.telemetry import ScrapeReport, node_hosts, parse_page, read_source, scrape_sources
 from rackscale.telemetry import scrape as record_scrape
 
 app = noun("GPU telemetry in (NVIDIA dcgm-exporter) and Slurm's node health check.")
@@ -44,12 +44,8 @@ HostsOption = typer.Option(None, "--hosts", metavar="FILE", show_default=False,
 def _scrape_once(store: Store, sources: list[str], hosts_file: str | None,
                  state: FleetState | None = None) -> ScrapeReport:
     topo = state.topo if state is not None else fleet_topology(store)
-    pages = [parse_page(read_source(src), src) for src in sources]
-    hosts = read_hosts(hosts_file, topo) if hosts_file else node_hosts(topo)
-    racks = {r.id for r in topo.racks}
-    # The hot-rack rule asks whether the lifecycle's coolant response already has the rack.
-    cooling = coolant_conditions(store, racks) if enrolled_racks(store, racks) else {}
-    return record_scrape(store, topo, pages, hosts=hosts, cooling=cooling, state=state)
+    return scrape_sources(store, topo, sources, hosts_file,
+                          functools.partial(coolant_responses, store), state)
 
 
 def _show(rep: ScrapeReport) -> None:

@@ -3,7 +3,7 @@
 
 from rackscale.fleet import CduReading
 from rackscale.lifecycle.controller import Controller
-from rackscale.lifecycle.cooling import coolant_conditions, enrolled_racks
+from rackscale.lifecycle.cooling import coolant_conditions, coolant_responses, enrolled_racks
 from rackscale.lifecycle.drivers import (
     CduTelemetry,
     CoolingDriver,
@@ -117,6 +117,7 @@ __all__ = [
     "change_of",
     "check",
     "coolant_conditions",
+    "coolant_responses",
     "counts",
     "drain",
     "drain_out_of_service",

@@ -42,3 +42,9 @@ def enrolled_racks(store: Store, racks: set[str]) -> set[str]:
                                                 LifecycleRow.component_id.in_(sorted(racks)))
     with store.session() as s:
         return set(s.scalars(q))
+
+
+def coolant_responses(store: Store, racks: set[str]) -> dict[str, dict[str, Any]]:
+    """`coolant_conditions` of `racks`, or none when the lifecycle knows none of them (a store
+    the lifecycle never enrolled has no table to ask): what telemetry's hot-rack rule asks."""
+    return coolant_conditions(store, racks) if enrolled_racks(store, racks) else {}

@@ -239,6 +239,16 @@ def component(request: Request, cid: str = Path(..., max_length=200), offset: in
             "history": page(events, offset, limit)}
 
 
+@router.get("/telemetry", summary="The server's GPU telemetry watch: its exporter pages, "
+            "scrapes so far, the last scrape's report or error (serve --dcgm)")
+def telemetry(request: Request) -> dict[str, Any]:
+    watch = request.app.state.telemetry
+    if watch is None:
+        return {"status": "off", "why": "the server was started without --dcgm"}
+    status: dict[str, Any] = watch.status()
+    return {"status": "on"} | status
+
+
 @router.get("/findings", summary="Findings of the latest certification run (paged)",
             response_model=Page)
 def findings(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: int = LimitQ,

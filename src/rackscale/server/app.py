@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
@@ -9,14 +12,17 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rackscale import __version__
+from rackscale.fleet import Topology
+from rackscale.lifecycle import coolant_responses
 from rackscale.server import errors, jobs, ops, pages, stream
 from rackscale.server.api import raw_target, router, warm
-from rackscale.server.config import ServerConfig
+from rackscale.server.config import ServerConfig, ServerConfigError
 from rackscale.server.errors import error_response
 from rackscale.server.headers import SecurityHeaders
 from rackscale.server.metrics import CONTENT_TYPE, Metrics
 from rackscale.server.snapshot import SnapshotCache
-from rackscale.store import Store
+from rackscale.store import Store, loaded_spec
+from rackscale.telemetry import Watch
 
 
 class BodyLimit:
@@ -95,14 +101,44 @@ class HotReads:
         await self.app(scope, receive, send)
 
 
+def _telemetry_watch(config: ServerConfig, store: Store) -> Watch | None:
+    """The server's telemetry watch (`serve --dcgm`), made once at start: the fleet's
+    topology and the lifecycle's coolant answers, as `telemetry watch` uses them."""
+    if not config.dcgm:
+        return None
+    spec = loaded_spec(store)
+    if spec is None:
+        raise ServerConfigError(f"--dcgm needs a fleet in {store.safe_url}: run `rackscale "
+                                "fleet load` first")
+    return Watch(store=store, topo=Topology.build(spec), sources=config.dcgm,
+                 every_s=config.dcgm_every_s, hosts_file=config.dcgm_hosts,
+                 cooling=functools.partial(coolant_responses, store))
+
+
 def create_app(config: ServerConfig, store: Store | None = None) -> FastAPI:
     store = store or Store(config.db)
     cache = SnapshotCache(store, warm=warm)
+    watch = _telemetry_watch(config, store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # The watch's thread lives as long as the server: started with it, stopped (and
+        # joined) when it shuts down, by Ctrl-C or SIGTERM alike.
+        if watch is not None:
+            watch.start()
+        try:
+            yield
+        finally:
+            if watch is not None:
+                watch.stop()
+
     app = FastAPI(title="rackscale", version=__version__, openapi_url="/api/v1/openapi.json",
+                  lifespan=lifespan,
                   docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
                   description="Fleet state, certification findings and the usable-capacity "
                   "ledger of one rackscale store. Mutations need the bearer token.")
     app.state.config, app.state.store, app.state.cache = config, store, cache
+    app.state.telemetry = watch
     app.state.checkpoints = ops.CheckpointSource(config.checkpoints)
     app.state.jobs = jobs.CertifyJobs(store)
     app.state.streams = stream.StreamSlots(config.max_streams, config.max_streams_per_client)

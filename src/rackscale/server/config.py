@@ -49,6 +49,11 @@ class ServerConfig:
     max_streams: int = DEFAULT_MAX_STREAMS
     max_streams_per_client: int = DEFAULT_MAX_STREAMS_PER_CLIENT
     stream_idle_s: float = DEFAULT_STREAM_IDLE_S
+    # dcgm-exporter pages (URLs or files) the server scrapes beside its API, as `telemetry
+    # watch` does; none: no watch
+    dcgm: tuple[str, ...] = ()
+    dcgm_every_s: float = 30.0
+    dcgm_hosts: str | None = None  # Hostname -> tray id map, as `telemetry scrape --hosts`
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:
@@ -76,6 +81,11 @@ class ServerConfig:
         if not 1 <= self.max_streams_per_client <= self.max_streams:
             raise ServerConfigError(f"--max-streams-per-client {self.max_streams_per_client}: "
                                     f"give 1..--max-streams ({self.max_streams})")
+        if not 1 <= self.dcgm_every_s <= 86400:  # NaN fails this too
+            raise ServerConfigError(f"--dcgm-every {self.dcgm_every_s:g}: give 1..86400 "
+                                    "seconds")
+        if self.dcgm_hosts is not None and not self.dcgm:
+            raise ServerConfigError("--dcgm-hosts maps exporter host names: give --dcgm too")
         if not 1 <= self.stream_idle_s <= 3600:  # NaN fails this too
             raise ServerConfigError(f"--stream-idle-s {self.stream_idle_s:g}: give 1..3600 "
                                     "seconds")

@@ -12,12 +12,14 @@ from rackscale.telemetry.evaluate import (
     read_hosts,
 )
 from rackscale.telemetry.record import ScrapeReport, baselines, scrape
+from rackscale.telemetry.watch import Cooling, Watch, scrape_sources
 from rackscale.telemetry.xid import XIDS, Xid, classify
 
 __all__ = [
     "STAGE",
     "XIDS",
     "Context",
+    "Cooling",
     "Evaluation",
     "GpuTelemetry",
     "Page",
@@ -25,6 +27,7 @@ __all__ = [
     "TelemetryError",
     "TelemetryEvidence",
     "TelemetryFinding",
+    "Watch",
     "Xid",
     "baselines",
     "classify",
@@ -33,4 +36,5 @@ __all__ = [
     "read_hosts",
     "read_source",
     "scrape",
+    "scrape_sources",
 ]
