@@ -7,11 +7,10 @@ second; the run waits for each step as it would for the default 5/15/30/90 s."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from tests.pg import fresh_database
 from typer.testing import CliRunner
 
 from rackscale.cli import app
@@ -69,12 +68,7 @@ class Site:
 
 
 def _fresh_pg(url: str) -> str:
-    name = f"wb_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(url, "wb")
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres",

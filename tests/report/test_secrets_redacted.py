@@ -10,14 +10,12 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from rackscale.cli import app
@@ -25,6 +23,7 @@ from rackscale.redact import redact, redact_url
 from rackscale.server import ServerConfig, create_app
 from rackscale.store import Store
 from tests.conftest import free_port
+from tests.pg import fresh_database
 
 DB_SECRET = "PLANTED1"
 AT_SECRET = "S3c@ret"  # the password of ops:S3c@ret@host
@@ -99,12 +98,7 @@ def echo_bmc() -> Iterator[str]:
 
 
 def _fresh_db(postgres_url: str) -> str:
-    name = f"redact_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return postgres_url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(postgres_url, "redact")
 
 
 def _rs(out: list[str], *args: str) -> int:

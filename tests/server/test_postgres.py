@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
 
 from rackscale.cli.demo import DemoContext, step_fleet
 from rackscale.cli.lifecycle import step_onboarding
 from rackscale.fleet import Topology, seed_fleet
 from rackscale.server import ServerConfig, create_app
 from rackscale.store import Store
+from tests.pg import fresh_database
 
 from .conftest import TOKEN
 
@@ -21,12 +20,7 @@ pytestmark = pytest.mark.postgres
 
 
 def test_api_and_metrics_on_postgres(postgres_url: str, tmp_path: Path) -> None:
-    name = f"srv_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    store = Store(postgres_url.rsplit("/", 1)[0] + "/" + name)
+    store = Store(fresh_database(postgres_url, "srv"))
     ctx = DemoContext(topo=Topology.build(seed_fleet("seed-504")), store=store, seed=7,
                       data_dir=tmp_path)
     step_fleet(ctx)

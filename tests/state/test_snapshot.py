@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, text
+from tests.pg import fresh_database
 
 from rackscale.fleet import FleetSpec, Topology
 from rackscale.state import FleetState
@@ -116,13 +115,7 @@ def test_a_state_from_a_snapshot_and_the_log_after_it_equals_the_whole_fold(
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 's.db'}"
-    url: str = request.getfixturevalue("postgres_url")
-    name = f"snap_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(request.getfixturevalue("postgres_url"), "snap")
 
 
 def test_a_snapshot_of_another_fleet_shape_or_past_the_asked_seq_is_not_used(

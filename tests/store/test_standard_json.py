@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
+from tests.pg import fresh_database
 from typer.testing import CliRunner
 
 from rackscale.cli import app
@@ -28,12 +28,7 @@ def _strict(raw: str) -> object:
 
 
 def _fresh_pg(postgres_url: str) -> str:
-    name = f"stdjson_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return postgres_url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(postgres_url, "stdjson")
 
 
 def _record_and_read(db: str) -> None:
