@@ -12,7 +12,7 @@ from rackscale.lazy import lazy_exports
 _EXPORTS = {
     "TwinBackend": "backends", "Campaign": "campaign", "ProbeFailed": "campaign",
     "ComponentResult": "findings", "Finding": "findings", "store_run": "findings",
-    "twin_plant": "findings",
+    "twin_plant": "findings", "FindingsFilter": "findings", "stage_label": "findings",
     "write_jsonl": "findings", "CertifyRun": "ladder", "Ladder": "ladder", "Backend": "measure",
     "Groups": "measure", "Measurement": "measure", "Scope": "measure", "Timed": "measure",
     "PROBES": "probes", "Probe": "probes", "ProbeRegistry": "probes", "UnknownProbe": "probes",

@@ -12,9 +12,38 @@ from typing import Any
 from rackscale.certify.stages import STAGE_NAMES
 from rackscale.durable import write_atomic
 from rackscale.faults import FaultsFile
+from rackscale.fleet import is_within
 from rackscale.store import Kind, NewEvent, Store, TwinPlantV1
 
 __all__ = ["STAGE_NAMES", "ComponentResult", "Finding", "store_run", "write_jsonl"]
+
+
+def stage_label(stage: object) -> str:
+    """A stage as listings show and filter it: a ladder stage by its name (1 and "1" are
+    "gpu"), any other (telemetry's, a recovery's) as given."""
+    if isinstance(stage, int) or (isinstance(stage, str) and stage.isdigit()):
+        return STAGE_NAMES.get(int(stage), str(stage))
+    return str(stage)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingsFilter:
+    """Which findings a listing shows, and in what order: the one definition behind
+    `certify findings` and `GET /api/v1/findings`, whose defaults (everything) are these."""
+
+    kind: str | None = None
+    rack: str | None = None  # a rack (or any part): the findings on it and on parts under it
+    stage: str | None = None  # a stage's number or name
+
+    def matches(self, component: str, kind: str, stage: object) -> bool:
+        return ((self.kind is None or kind == self.kind)
+                and (self.rack is None or is_within(component, self.rack))
+                and (self.stage is None or stage_label(stage) == stage_label(self.stage)))
+
+    @staticmethod
+    def order(component: str, seq: int | None) -> tuple[int, str]:
+        """The listing's order: as recorded (the event's seq), then by part."""
+        return (seq if seq is not None else -1, component)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from rackscale.certify import (
     PROBES,
     SHARED_CPU_THRESHOLDS,
     CertifyRun,
+    FindingsFilter,
     Groups,
     Ladder,
     LadderConfig,
@@ -382,10 +383,16 @@ def plan(
 @app.command()
 def findings(
     run_id: str | None = typer.Option(None, "--run", help="Run id (default: the latest)."),
+    kind: str | None = typer.Option(None, "--kind", help="Only findings of this kind."),
+    rack: str | None = typer.Option(None, "--rack", metavar="ID",
+                                    help="Only findings on this rack (or part) and under it."),
+    stage: str | None = typer.Option(None, "--stage", help="Only findings of this stage "
+                                     "(its number or name)."),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Findings of a certification run, from the store."""
+    """Findings of a certification run, from the store (filtered and ordered as the API's
+    /api/v1/findings)."""
     store = Store(db, readonly=True)
     runs = [(e, e.read(CertifyRunV1))
             for e in store.events(kind=Kind.CERTIFY_RUN, newest_first=True)]
@@ -398,8 +405,11 @@ def findings(
         raise UserError(f"no run {run_id!r}; runs: "
                         f"{', '.join(r.run_id for _, r in runs[:10])}")
     ev, run = chosen
-    found = [e.read(CertifyFindingV1)
-             for e in store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id)]
+    want = FindingsFilter(kind=kind, rack=rack, stage=stage)
+    evs = sorted(store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id),
+                 key=lambda e: want.order(e.read(CertifyFindingV1).component, e.seq))
+    found = [f for f in (e.read(CertifyFindingV1) for e in evs)
+             if want.matches(f.component, f.kind, f.stage)]
     if as_json:
         emit_json({"run": ev.payload,  # the run as stored
                     "findings": [f.dump() for f in found]})

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rackscale.certify import FindingsFilter
 from rackscale.fleet import is_within
 from rackscale.inputs import control_characters
 from rackscale.lifecycle import drain as drain_component
@@ -255,10 +256,10 @@ def findings(snap: Snapshot = Depends(snapshot), offset: int = OffsetQ, limit: i
              kind: str | None = Query(None, max_length=64),
              rack: str | None = Query(None, max_length=200),
              stage: str | None = Query(None, max_length=32)) -> dict[str, Any]:
-    rows = [f for f in snap.ledger.findings
-            if (kind is None or f["kind"] == kind)
-            and (rack is None or is_within(f["component"], rack))
-            and (stage is None or f["stage"] == stage)]
+    want = FindingsFilter(kind=kind, rack=rack, stage=stage)  # as `certify findings` filters
+    rows = sorted((f for f in snap.ledger.findings
+                   if want.matches(f["component"], f["kind"], f["stage"])),
+                  key=lambda f: want.order(f["component"], f.get("seq")))
     return page(rows, offset, limit)
 
 
