@@ -40,7 +40,7 @@ def _findings_by_holder(topo: Topology, findings: list[dict[str, Any]]) -> tuple
         if holder.tray is not None:
             by_tray[holder.tray].append(f["kind"])
         else:
-            by_rack[holder.rack].append(f"{f['kind']} @ {cid.rsplit('/', 1)[-1]}")
+            by_rack[holder.rack].append(f"{f['kind']} @ {id_name(cid)}")
     return by_tray, by_rack
 
 
