@@ -4,7 +4,6 @@ certification run on the twin, the same filters give the same findings in the sa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
