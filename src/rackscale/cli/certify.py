@@ -384,7 +384,7 @@ def plan(
 def findings(
     run_id: str | None = typer.Option(None, "--run", help="Run id (default: the latest)."),
     kind: str | None = typer.Option(None, "--kind", help="Only findings of this kind."),
-    rack: str | None = typer.Option(None, "--rack", metavar="ID",
+    rack: str | None = typer.Option(None, "--rack",
                                     help="Only findings on this rack (or part) and under it."),
     stage: str | None = typer.Option(None, "--stage", help="Only findings of this stage "
                                      "(its number or name)."),
