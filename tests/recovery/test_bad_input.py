@@ -108,6 +108,8 @@ def test_short_of_spares_the_job_waits_for_a_repaired_slot_to_rejoin(tmp_path: P
             if st is not None and len(st.excluded) == 2:
                 break
             time.sleep(0.2)
+        else:
+            raise AssertionError(f"the job never showed both exclusions: {st}")
         first = next(iter(st.excluded))
         request_return(job, [first], {"certify": "passed after repair (test)"})
         rig.wait_step(job, 3, 1, 8, proc=sup)

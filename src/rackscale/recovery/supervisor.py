@@ -526,6 +526,10 @@ class Supervisor:
             return
         self.note(f"job {self.state.job}: too few spares; waiting up to "
                   f"{self.cfg.spare_wait_s:g} s for repaired slots to rejoin")
+        # Saved now, so the exclusion that made the job wait shows while it waits (an
+        # operator returns a slot on what the state says is excluded).
+        self.state.rank_pids = []
+        self.state.save(self.setup.job_dir)
         deadline = time.monotonic() + self.cfg.spare_wait_s
         while time.monotonic() < deadline:
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
