@@ -406,10 +406,11 @@ def findings(
                         f"{', '.join(r.run_id for _, r in runs[:10])}")
     ev, run = chosen
     want = FindingsFilter(kind=kind, rack=rack, stage=stage)
-    evs = sorted(store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id),
-                 key=lambda e: want.order(e.read(CertifyFindingV1).component, e.seq))
-    found = [f for f in (e.read(CertifyFindingV1) for e in evs)
-             if want.matches(f.component, f.kind, f.stage)]
+    read = [(e.seq, e.read(CertifyFindingV1))
+            for e in store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id)]
+    found = [f for seq, f in sorted(((seq, f) for seq, f in read
+                                     if want.matches(f.component, f.kind, f.stage)),
+                                    key=lambda sf: want.order(sf[1].component, sf[0]))]
     if as_json:
         emit_json({"run": ev.payload,  # the run as stored
                     "findings": [f.dump() for f in found]})

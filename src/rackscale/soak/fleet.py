@@ -177,7 +177,7 @@ class SoakFleet:
     def recertify(self, index: int, scope: str) -> None:
         """After a repair: certify `scope` once nothing stands in its way (`poll`). A rack's
         certification covers the trays in it still waiting: they are certified with it."""
-        covered = [q for q in self.queued if _within(q.scope, scope)]
+        covered = [q for q in self.queued if is_within(q.scope, scope)]
         if covered:
             self.queued = [q for q in self.queued if q not in covered]
         indices = (*sorted({i for q in covered for i in q.indices}), index)
@@ -200,7 +200,7 @@ class SoakFleet:
             self.running.remove(rc)
             res = self._finish(rc.proc, rc.out)
             back = [s for s in (st.excluded if st else {})
-                    if s in rc.excluded and _within(s, rc.scope)]
+                    if s in rc.excluded and is_within(s, rc.scope)]
             if res["passed"] and back:
                 self.releases.append(Release(back, {"certify_run": res["run_id"],
                                                     "scope": rc.scope}, time.time()))
@@ -246,9 +246,9 @@ class SoakFleet:
         that rank (a false straggler) and measures under its load, so it waits, as an
         operator drains a tray before testing it; and a rack still under its coolant
         response is not repaired yet."""
-        if st is not None and any(_within(s, scope) for s in st.assignment):
+        if st is not None and any(is_within(s, scope) for s in st.assignment):
             return "the job still runs there"
-        if any(_within(r.scope, scope) or _within(scope, r.scope)
+        if any(is_within(r.scope, scope) or is_within(scope, r.scope)
                for r in self.running):
             return "a certification runs there"
         rack = self.topo.holder(scope).rack or scope
@@ -319,8 +319,6 @@ class SoakFleet:
                 "findings": found, "wall_s": r.get("wall_s"),
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
 
-
-_within = is_within
 
 
 def stop_started(proc: subprocess.Popen[bytes], *, whole_group: bool, grace_s: float) -> None:

@@ -224,7 +224,7 @@ class FleetState:
             return  # the run's own finding on a part it holds stands
         passed = p.verdict == "pass"
         reason = "CertifyPassed" if passed else "CertifyFailed"
-        if not passed and p.findings and not any(self._holds(cid, f) for f in p.findings):
+        if not passed and p.findings and not any(is_within(f, cid) for f in p.findings):
             reason = RACK_FINDING  # failed for a part of its rack, not of its own
         self._set(cid, Condition(
             type=C.CERTIFIED, status=Status.TRUE if passed else Status.FALSE,
@@ -236,10 +236,6 @@ class FleetState:
             self._set(cid, Condition(
                 type=C.FABRIC, status=Status.TRUE, reason="CertifyPassed", seq=ev.seq,
                 since=ev.time, run_id=run, message=f"passed run {run} after the fabric finding"))
-
-    def _holds(self, part: str, cid: str) -> bool:
-        """Whether `part` (a tray or rack) holds component `cid`."""
-        return is_within(cid, part)
 
     def _finding(self, ev: Event, p: CertifyFindingV1) -> None:
         cid = p.component or ev.component_id
