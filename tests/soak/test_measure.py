@@ -131,3 +131,24 @@ def test_a_save_inside_a_degraded_window_is_counted_once(tmp_path: Path) -> None
     assert r["badput_s"]["checkpoint"] == pytest.approx(1.0)
     assert f["badput_s"]["running_degraded"] == pytest.approx(2.25 - 1.0)
     assert sum(r["badput_s"].values()) + 30 * 0.25 == pytest.approx(10.5)
+
+
+def test_the_clean_step_counts_every_attempt_outside_the_faults(tmp_path: Path) -> None:
+    """Attempt 1 runs 0.4 s steps (a slow start) until a kill at 10.3; the spares' attempt 2
+    runs 50 steps of 0.25 s after the fault is lifted at 15. The clean step pools both
+    attempts' fault-free steps (a unit from attempt 1 alone, 0.4 s, made `other` negative),
+    and a save is not part of a clean step."""
+    job = tmp_path / "job"
+    _beats(job, 1, range(1, 24), 1.0, 0.4)  # to t=9.8
+    _beats(job, 2, range(21, 71), 16.0, 0.25)  # to t=28.25
+    for rank in range(GPUS):  # step 40 of attempt 2 ends with a 0.1 s save
+        with (job / "beats" / f"a002-r{rank:04d}.jsonl").open("a") as f:
+            f.write(json.dumps({"phase": "step", "step": 40, "t": 16.0 + 19 * 0.25,
+                                "saved_s": 0.1}) + "\n")
+    fault = {"index": 0, "cause": "faulty GPU", "action": "kill", "component": "lab/r01/c01/gpu1",
+             "slot": "lab/r01/c01/gpu1", "injected_at": 10.3, "lifted_at": 15.0}
+    r = figures(job_dir=job, gpus=GPUS, spares=2, t_launch=0.0, t_end=28.5, faults=[fault])
+    assert r["clean_step_s"] == pytest.approx(0.25)
+    b = r["badput_s"]
+    assert b["other"] >= 0, b
+    assert sum(b.values()) + r["steps_kept"] * r["clean_step_s"] == pytest.approx(28.5)

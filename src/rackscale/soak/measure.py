@@ -4,7 +4,8 @@ soak whose process died still has all three, so its figures can be computed afte
 
 - Useful work: every step the job completed and kept (a step done past the checkpoint the
   next attempt resumed from is lost work, redone later), each worth the clean step time (the
-  median step time of the first attempt before any fault, first steps left out).
+  median step time outside every fault's window, over every attempt, each attempt's first
+  steps and the saves left out).
 - ETTR: useful work / the soak's wall time (launch to stop). Its 95% interval is a block
   bootstrap over the run's time: the run cut into `BLOCK_S` blocks, each block's useful time
   resampled with replacement.
@@ -114,11 +115,23 @@ def resumed_from(steps: list[Step]) -> dict[int, int]:
     return {a: st - 1 for a, st in first.items() if a > 1}
 
 
-def clean_step_s(steps: list[Step], before: float) -> float | None:
-    """Median step time of attempt 1 before `before` (the first fault), first steps left out."""
-    own = [s for s in steps if s.attempt == 1 and s.t < before
-           and s.step > FIRST_STEPS_LEFT_OUT]
-    gaps = [b.t - a.t for a, b in itertools.pairwise(own) if b.step == a.step + 1]
+def clean_step_s(steps: list[Step], faulty: Iterable[tuple[float, float]]) -> float | None:
+    """Median time of a clean step: one that followed the step before it in the same attempt,
+    past that attempt's first `FIRST_STEPS_LEFT_OUT` steps, outside every window in `faulty`
+    (a fault from its injection to its lift), less the save it ended with (the saves are
+    their own cause). Every attempt counts: a later attempt runs on other slots, and a unit
+    taken from the first alone put `other` below zero when the spares ran faster."""
+    windows = list(faulty)
+    first: dict[int, int] = {}
+    for s in steps:
+        first[s.attempt] = min(first.get(s.attempt, s.step), s.step)
+    by_attempt: dict[int, list[Step]] = {}
+    for s in sorted(steps, key=lambda x: (x.attempt, x.step)):
+        if s.step >= first[s.attempt] + FIRST_STEPS_LEFT_OUT:
+            by_attempt.setdefault(s.attempt, []).append(s)
+    gaps = [b.t - a.t - b.saved_s for own in by_attempt.values()
+            for a, b in itertools.pairwise(own) if b.step == a.step + 1
+            and not any(lo < b.t and a.t < hi for lo, hi in windows)]
     return statistics.median(gaps) if gaps else None
 
 
@@ -213,11 +226,12 @@ def figures(*, job_dir: Path, gpus: int, spares: int, t_launch: float, t_end: fl
     rows = read_jsonl(job_dir / "incidents.jsonl")
     incidents = [carried_payload(r, RecoveryIncidentV1).dump() for r in rows
                  if r.get("kind") == RecoveryIncidentV1.KIND]
-    first_fault = min((float(f["injected_at"]) for f in faults), default=t_end)
-    unit = clean_step_s(steps, first_fault)
+    faulty = [(float(f["injected_at"]), min(float(f.get("lifted_at") or t_end), t_end))
+              for f in faults]
+    unit = clean_step_s(steps, faulty)
     if unit is None or not steps:
-        raise ValueError("the job completed too few steps before the first fault to measure "
-                         "a clean step time")
+        raise ValueError("the job completed too few steps outside its faults to measure a "
+                         "clean step time")
     good = kept(steps, resumed_from(steps))
     wall = t_end - t_launch
     useful = len(good) * unit
