@@ -115,9 +115,25 @@ def run_soak(labdir: Path, out: Path, faults: int, seed: int, duration_min: floa
     done = subprocess.run(cmd, capture_output=True, text=True,
                           timeout=duration_min * 60 + 300, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"bench_soak: the soak of {faults} faults failed (exit "
-                         f"{done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        raise SoakStopped(faults, seed, done.returncode, _error_of(done.stdout, done.stderr))
     return out / "soak.json"
+
+
+class SoakStopped(Exception):
+    """A soak that ended without figures (e.g. its job ran out of spares): a row of its own,
+    with the reason, and the next soak still runs."""
+
+    def __init__(self, faults: int, seed: int, code: int, why: str) -> None:
+        super().__init__(f"the soak of {faults} faults, seed {seed}, stopped (exit {code}): {why}")
+        self.faults, self.seed, self.why = faults, seed, why
+
+
+def _error_of(stdout: str, stderr: str) -> str:
+    """The soak's own error message (its --json error), else the end of its output."""
+    try:
+        return str(json.loads(stdout)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return (stdout[-1000:] + stderr[-1000:]).strip()
 
 
 def row(soak_json: Path) -> dict[str, Any]:
@@ -144,25 +160,33 @@ def table(rows: list[dict[str, Any]]) -> str:
            "difference pp | inside interval? | goal met? |",
            "|---|---:|---:|---|---|---:|---|---|"]
     for x in rows:
+        if "stopped" in x:
+            out.append(f"| {x.get('mix', '-')} | {x['faults']} | {x['seed']} | - | - | - | - | "
+                       "no: the job stopped |")
+            continue
         m, p = x["measured"], x["predicted"]
         out.append(f"| {x.get('mix', '-')} | {x['faults']} | {x['seed']} | {m['value']:.3f} "
                    f"[{m['lo']:.3f}, "
                    f"{m['hi']:.3f}] | {p['ettr']:.3f} (one soak: {p['ettr_lo']:.3f}.."
                    f"{p['ettr_hi']:.3f}) | {x['difference_pp']:+.1f} | "
                    f"{'yes' if x['inside'] else 'no'} | {'yes' if x['met'] else 'no'} |")
+    ran = [x for x in rows if "stopped" not in x]
     for x in rows:
+        if "stopped" in x:
+            out.append(f"- {x.get('mix', '')} seed {x['seed']}: stopped: {x['stopped']}")
+    for x in ran:
         if not x["met"] and not x["differs"]:
             x["differs"] = ["no badput group parts by 1 pp or more: the spread of one soak "
                             "(where its faults fell) is the likeliest cause"]
         for line in x["differs"]:
             out.append(f"- {x.get('mix', '')} {x['faults']} faults, seed {x['seed']}: {line}")
-    for x in rows:
+    for x in ran:
         assumed = [f"{k} = {v.get('value')} ({v.get('basis')})" for k, v in x["inputs"].items()
                    if isinstance(v, dict) and str(v.get("basis", "")).startswith("assumed")]
         out.append(f"- {x.get('mix', '')} seed {x['seed']}: inputs assumed, not measured: "
                    + ("; ".join(assumed) or "none"))
-    met = sum(x["met"] for x in rows)
-    hosts = ", ".join(sorted({x["host"] for x in rows}))
+    met = sum(x["met"] for x in ran)
+    hosts = ", ".join(sorted({x["host"] for x in ran})) or "the lab"
     out.append(f"\nGoal (inside the measured 95% interval or within {GOAL_PP:g} pp): {met} of "
                f"{len(rows)} met. Measured on {hosts}; predictions simulated.")
     return "\n".join(out)
@@ -179,7 +203,13 @@ def run_all(plan: list[tuple[str, int, tuple[str, ...]]], seed: int,
         rows = []
         for i, (mix, n, extra) in enumerate(plan):
             out = work / f"soak-{i}-{mix}-{n}"
-            rows.append(row(run_soak(sd, out, n, seed + i, duration_min, extra)) | {"mix": mix})
+            try:
+                rows.append(row(run_soak(sd, out, n, seed + i, duration_min, extra))
+                            | {"mix": mix})
+            except SoakStopped as err:
+                print(f"bench_soak: {err}", file=sys.stderr, flush=True)
+                rows.append({"mix": mix, "faults": n, "seed": seed + i, "stopped": err.why,
+                             "soak": str(out / "soak.json")})
             print(table(rows[-1:]), flush=True)
             time.sleep(5)  # the last soak's processes gone before the next one starts
         return rows

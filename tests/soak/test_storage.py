@@ -146,3 +146,20 @@ def test_a_soak_without_a_storage_record_is_refused() -> None:
     on, off = pair()
     with pytest.raises(StorageCompareError, match="local_cache False"):
         compare(off, on, SCHEDULE)
+
+
+def test_a_stopped_soak_is_a_row_of_its_own_and_counts_as_not_met(tmp_path: Path) -> None:
+    """A soak whose job stopped (out of spares) gives the bench no figures: its row says so,
+    with the reason, beside the soaks that ran, and the goal line counts it as not met."""
+    b = bench()
+    soak = tmp_path / "soak.json"
+    soak.write_text(json.dumps(RESULT), encoding="utf-8")
+    (tmp_path / "schedule.json").write_text((DATA / "schedule.json").read_text("utf-8"),
+                                            encoding="utf-8")
+    ran = b.row(soak) | {"mix": "cooling-0"}
+    stopped = {"mix": "cooling-1", "faults": 3, "seed": 202, "stopped": "3 slots must leave"}
+    text = b.table([ran, stopped])
+    assert "| cooling-1 | 3 | 202 | - | - | - | - | no: the job stopped |" in text
+    assert "cooling-1 seed 202: stopped: 3 slots must leave" in text
+    assert f"{int(ran['met'])} of 2 met" in text  # a stopped soak met nothing
+    assert b._error_of(json.dumps({"error": {"message": "no spare"}}), "") == "no spare"
