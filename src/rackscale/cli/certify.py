@@ -408,9 +408,8 @@ def findings(
     want = FindingsFilter(kind=kind, rack=rack, stage=stage)
     read = [(e.seq, e.read(CertifyFindingV1))
             for e in store.events_with(Kind.CERTIFY_FINDING, "run_id", run.run_id)]
-    found = [f for seq, f in sorted(((seq, f) for seq, f in read
-                                     if want.matches(f.component, f.kind, f.stage)),
-                                    key=lambda sf: want.order(sf[1].component, sf[0]))]
+    shown = [(seq, f) for seq, f in read if want.matches(f.component, f.kind, f.stage)]
+    found = [f for _, f in sorted(shown, key=lambda sf: want.order(sf[1].component, sf[0]))]
     if as_json:
         emit_json({"run": ev.payload,  # the run as stored
                     "findings": [f.dump() for f in found]})

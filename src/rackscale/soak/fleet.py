@@ -320,7 +320,6 @@ class SoakFleet:
                 "why": "" if passed else (", ".join(found) or f"exit {proc.returncode}")}
 
 
-
 def stop_started(proc: subprocess.Popen[bytes], *, whole_group: bool, grace_s: float) -> None:
     """Stop a process this soak started in a session of its own: SIGTERM (to its whole
     process group, or to it alone when it stops its own children, as a supervisor does its

@@ -107,12 +107,17 @@ def kept(steps: list[Step], resumed_from: dict[int, int]) -> list[Step]:
     return [s for s in steps if s.step <= floor[s.attempt]]
 
 
-def resumed_from(steps: list[Step]) -> dict[int, int]:
-    """attempt -> the step it resumed from (its first completed step, less one)."""
+def first_steps(steps: Iterable[Step]) -> dict[int, int]:
+    """attempt -> its first completed step."""
     first: dict[int, int] = {}
     for s in steps:
         first[s.attempt] = min(first.get(s.attempt, s.step), s.step)
-    return {a: st - 1 for a, st in first.items() if a > 1}
+    return first
+
+
+def resumed_from(steps: list[Step]) -> dict[int, int]:
+    """attempt -> the step it resumed from (its first completed step, less one)."""
+    return {a: st - 1 for a, st in first_steps(steps).items() if a > 1}
 
 
 def clean_step_s(steps: list[Step], faulty: Iterable[tuple[float, float]]) -> float | None:
@@ -121,16 +126,11 @@ def clean_step_s(steps: list[Step], faulty: Iterable[tuple[float, float]]) -> fl
     (a fault from its injection to its lift), less the save it ended with (the saves are
     their own cause). Every attempt counts: a later attempt runs on other slots, and a unit
     taken from the first alone put `other` below zero when the spares ran faster."""
-    windows = list(faulty)
-    first: dict[int, int] = {}
-    for s in steps:
-        first[s.attempt] = min(first.get(s.attempt, s.step), s.step)
-    by_attempt: dict[int, list[Step]] = {}
-    for s in sorted(steps, key=lambda x: (x.attempt, x.step)):
-        if s.step >= first[s.attempt] + FIRST_STEPS_LEFT_OUT:
-            by_attempt.setdefault(s.attempt, []).append(s)
-    gaps = [b.t - a.t - b.saved_s for own in by_attempt.values()
-            for a, b in itertools.pairwise(own) if b.step == a.step + 1
+    windows, first = list(faulty), first_steps(steps)
+    own = sorted((s for s in steps if s.step >= first[s.attempt] + FIRST_STEPS_LEFT_OUT),
+                 key=lambda x: (x.attempt, x.step))
+    gaps = [b.t - a.t - b.saved_s for a, b in itertools.pairwise(own)
+            if b.attempt == a.attempt and b.step == a.step + 1
             and not any(lo < b.t and a.t < hi for lo, hi in windows)]
     return statistics.median(gaps) if gaps else None
 
