@@ -262,3 +262,24 @@ def test_certify_run_cli_on_a_mixed_fleet_with_coolant_fault(tmp_path) -> None:
     hot = CliRunner().invoke(app, ["certify", "run", *common, "--faults", str(faults)])
     assert hot.exit_code == 1, hot.output  # exit 1: something failed, and no traceback
     assert json.loads(hot.stdout)["gpus_healthy"] == 208 - 72
+
+
+@given(topo=fleets(), data=st.data())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_link_classes_are_the_sorted_distinct_sku_rate_pairs(topo: Topology, data) -> None:
+    """Each GPU's link class names its own SKU and rate, and the classes are the distinct
+    (SKU, rate) pairs in sorted order, on any mix of templates and stated rates."""
+    from rackscale.fleet import HardwareModel
+
+    n = len(topo.gpu_ids)
+    rates = np.asarray(data.draw(st.lists(st.sampled_from([25.0, 50.0, 100.0, 450.0, 900.0]),
+                                          min_size=n, max_size=n)))
+    hw = HardwareModel(topo).with_rates(scaleout_gbps=rates)
+    for fabric, names, sku in (("nvlink", hw.sku_names, hw.gpu_sku),
+                               ("scaleout", hw.nic_names, hw.gpu_nic_sku)):
+        classes, idx = hw.classes(fabric), hw.gpu_class(fabric)
+        rate = hw.rates(fabric)
+        pairs = sorted({(int(s), float(r)) for s, r in zip(sku, rate, strict=True)})
+        assert [(c.sku, c.gbps) for c in classes] == [(names[s], r) for s, r in pairs]
+        for i in range(n):
+            assert (classes[idx[i]].sku, classes[idx[i]].gbps) == (names[sku[i]], rate[i])

@@ -113,12 +113,14 @@ class HardwareModel:
         sku, names = ((self.gpu_sku, self.sku_names) if fabric == "nvlink"
                       else (self.gpu_nic_sku, self.nic_names))
         rate = self.rates(fabric)
-        keys = sorted({(int(s), float(r)) for s, r in zip(sku.tolist(), rate.tolist(),
-                                                           strict=True)})
-        where = {k: i for i, k in enumerate(keys)}
-        idx = np.fromiter((where[(int(s), float(r))] for s, r in zip(sku.tolist(), rate.tolist(),
-                                                                     strict=True)),
-                          dtype=np.int32, count=len(sku))
+        # Each GPU's (sku, rate) as one integer that sorts as the pair does, then the distinct
+        # ones: a Python loop over 128k GPUs took 0.16 s of every command building the model.
+        rate_values, rate_at = np.unique(rate, return_inverse=True)
+        code = sku.astype(np.int64) * len(rate_values) + rate_at.reshape(-1)
+        uniq, inv = np.unique(code, return_inverse=True)
+        keys = [(int(c) // len(rate_values), float(rate_values[c % len(rate_values)]))
+                for c in uniq.tolist()]
+        idx = inv.reshape(-1).astype(np.int32)
         return [LinkClass(fabric, names[s], r) for s, r in keys], idx
 
     def classes(self, fabric: Fabric) -> list[LinkClass]:
