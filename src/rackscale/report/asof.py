@@ -45,11 +45,6 @@ class StorePoint:
     what: str  # in words, for the diff's header
 
 
-def _newest_seq(store: Store) -> int:
-    newest = store.events(newest_first=True, limit=1)
-    return newest[0].seq if newest else 0
-
-
 # run kind -> (the run kinds whose next run ends its point, its name in words)
 RUN_KINDS: dict[Kind, tuple[tuple[Kind, ...], str]] = {
     Kind.CERTIFY_RUN: ((Kind.CERTIFY_RUN,), "certification run"),
@@ -121,7 +116,7 @@ def _unknown(store: Store, ref: str) -> StorePointError:
 
 def resolve_point(store: Store, ref: str) -> StorePoint:
     """The point of the event log `ref` names (a run id, seq:N or latest)."""
-    newest = _newest_seq(store)
+    newest = store.newest_seq()
     if ref == LATEST:
         return StorePoint(ref=ref, until_seq=newest, what=f"the store now (event seq {newest})")
     if ref.startswith(SEQ_PREFIX):

@@ -175,8 +175,7 @@ class SnapshotCache:
         self._state: FleetState | None = None  # read on incrementally, under _lock
 
     def newest_seq(self) -> int:
-        newest = self.store.events(newest_first=True, limit=1)
-        return newest[0].seq if newest else 0
+        return self.store.newest_seq()
 
     def peek(self) -> Snapshot | None:
         """The current snapshot without touching the store (None before the first build);

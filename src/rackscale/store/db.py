@@ -616,6 +616,12 @@ class Store:
         with self.session() as s:
             return {k: int(n) for k, n in s.execute(q)}
 
+    def newest_seq(self) -> int:
+        """The seq of the newest event (0 on an empty log): one index lookup. Nothing in the
+        log changed while this stays the same."""
+        with self.session() as s:
+            return int(s.scalar(select(func.max(EventRow.seq))) or 0)
+
     def count_events(self, kind_prefix: str | None = None) -> int:
         q = select(func.count()).select_from(EventRow)
         if kind_prefix is not None:
