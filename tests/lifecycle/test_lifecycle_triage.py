@@ -47,3 +47,25 @@ def test_findings_move_parts_and_passing_parts_go_to_production(rig: Rig) -> Non
     promote_passing(rig.store, rig.topo, report=again)
     assert again.findings == 0 and not again.promoted
     assert (counts(rig.store), rig.store.count_events()) == snapshot
+
+
+def test_pass_triage_runs_again_only_when_the_log_or_a_pass_moved(rig: Rig) -> None:
+    """Between passes triage is skipped while nothing it reads changed; a new finding, or a
+    pass that wrote (a fault field is written without an event), makes it run again."""
+    from rackscale.lifecycle import PassTriage
+
+    set_goal(rig.store, list(rig.ctl.targets), "burn_in")
+    rig.ctl.run(until_idle=True, max_passes=200)
+    rack = next(r for r in rig.ctl.targets if state_of(rig.store, r).state == "burn_in")
+    tri = PassTriage(rig.store, rig.topo, rig.ctl.state)
+    assert tri() is not None  # the first call always triages (here it moves nothing)
+    assert tri(pass_wrote=False) is None  # settled: nothing new, nothing written
+    assert tri(pass_wrote=True) is not None  # a pass that wrote: triage reads again
+    assert tri(pass_wrote=False) is None
+
+    _finding(rig, f"{rack}/c05/gpu1", "gpu_dead")  # another writer's finding lands
+    rep = tri(pass_wrote=False)
+    assert rep is not None and rep.trays_triaged == [f"{rack}/c05"]
+    assert state_of(rig.store, f"{rack}/c05").state == "triage"
+    assert tri(pass_wrote=False) is not None  # its own move moved the log: once more
+    assert tri(pass_wrote=False) is None

@@ -37,6 +37,7 @@ from rackscale.lifecycle import (
     CoolingDriver,
     FaultPolicy,
     PassReport,
+    PassTriage,
     RackState,
     RedfishPowerDriver,
     ScontrolSlurm,
@@ -44,6 +45,7 @@ from rackscale.lifecycle import (
     SimPlant,
     SimPowerDriver,
     TrayState,
+    TriageReport,
     apply_findings,
     change_of,
     counts,
@@ -229,6 +231,9 @@ def drain(
 def repair(
     cid: str = typer.Argument(..., metavar="ID", help="Rack or tray id."),
     reason: str = typer.Option(..., "--reason", help="What was repaired (recorded)."),
+    fixed: list[str] = typer.Option([], "--fixed", metavar="PART", help="A part inside ID "
+                                    "the repair fixed (repeatable; default: all of ID). An "
+                                    "open finding outside every fixed part refuses it."),
     db: str | None = DbOption,
     plant: str | None = PlantOption,
     redfish: str | None = RedfishOption,
@@ -238,11 +243,12 @@ def repair(
 ) -> None:
     """Record the repair of an isolated, maintenance or RMA rack (or a triage, repair or RMA
     tray) and put it back on the onboarding path; only passing certification newer than the
-    repair returns it to production. Refused while its CDU still shows the fault."""
+    repair returns it to production. Refused while its CDU still shows the fault, or while
+    an open finding lies outside the parts named --fixed."""
     store = Store(db)
     ctl, _ = controller(store, fleet_topology(store), plant, redfish, actor="operator",
                         faults=faults, twin_seed=twin_seed)
-    result = repair_component(ctl, cid, reason=reason)
+    result = repair_component(ctl, cid, reason=reason, fixed=fixed)
     if as_json:
         emit_json(result.as_dict())
         return
@@ -333,9 +339,10 @@ def run(
         live.update(f"pass {done + 1} over {racks:,} racks" if nxt is None or rep.changed
                     else f"waiting {max(0.0, nxt[1] - ctl.clock()):.0f} s for "
                     f"{plain(nxt[2])} of {plain(nxt[0])}")
-        triage(store, ctl, quiet=as_json)
+        show_triage(tri(pass_wrote=rep.writes > 0), quiet=as_json)
 
-    triage(store, ctl, quiet=as_json)
+    tri = PassTriage(store, ctl.topo, ctl.state)
+    show_triage(tri(), quiet=as_json)
     with live:
         outcome = ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
                           period_s=0.0 if once else period, on_pass=show,
@@ -349,11 +356,12 @@ def run(
         raise typer.Exit(EXIT_PENDING)
 
 
-def triage(store: Store, ctl: Controller, *, quiet: bool) -> None:
-    """The fleet state's failing certifications move their parts out of service (the next
-    pass drains them); parts evidence pulled come back on newer passing evidence."""
-    tri = apply_findings(store, ctl.topo, state=ctl.state)
-    promote_passing(store, ctl.topo, report=tri, state=ctl.state)
+def show_triage(tri: TriageReport | None, *, quiet: bool) -> None:
+    """What triage did between passes (the fleet state's failing certifications move their
+    parts out of service, the next pass drains them; parts evidence pulled come back on
+    newer passing evidence), when it ran and did something."""
+    if tri is None:
+        return
     moved = tri.trays_triaged or tri.racks_rack_level or tri.racks_escalated
     if (tri.findings or moved or tri.promoted) and not quiet:
         console.print(f"triage: {tri.findings} new certify findings -> "

@@ -70,7 +70,7 @@ from rackscale.lifecycle.states import (
     parse_state,
 )
 from rackscale.lifecycle.states import TRAY as TRAY_MACHINE
-from rackscale.lifecycle.triage import TriageReport, apply_findings, promote_passing
+from rackscale.lifecycle.triage import PassTriage, TriageReport, apply_findings, promote_passing
 
 __all__ = [
     "INTERLOCK",
@@ -96,6 +96,7 @@ __all__ = [
     "LeakTier",
     "LifecycleRow",
     "PassReport",
+    "PassTriage",
     "PowerDriver",
     "RackState",
     "RedfishPowerDriver",

@@ -120,6 +120,7 @@ class Controller(SafetyResponses):
         # StaleState: an operator (`lifecycle advance/drain`) moved a row of a rack after this
         # pass read it; that rack's writes roll back and the next pass starts from the new
         # state instead of the whole controller stopping.
+        ps.rep.writes = len(ps.w)
         written, dropped = ps.w.commit()
         ps.rep.errors.update(dropped)
         ps.rep.transitions = len(written)

@@ -27,6 +27,9 @@ class PassReport:
     # stop the fleet: the rack's writes roll back, the error is reported here and the rack is
     # retried next pass.
     errors: dict[str, str] = field(default_factory=dict)
+    # Entries (events, moves, fault fields) the pass queued: a fault field is written without
+    # an event, so "the log did not move" alone does not say that the rows did not.
+    writes: int = 0
 
     @property
     def changed(self) -> bool:

@@ -106,7 +106,11 @@ def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
     none. Idempotent; returns how many were enrolled."""
     now = datetime.now(UTC)
     with store.session() as s:
-        have = set(s.scalars(select(LifecycleRow.component_id)))
+        # Raw DBAPI rows: ORM scalars over 34k ids cost 0.1 s of every controller start.
+        cur = s.connection().connection.cursor()
+        cur.execute("SELECT component_id FROM lifecycle_state")
+        have = {cid for (cid,) in cur.fetchall()}
+        cur.close()
         new: list[tuple[str, str, str, str]] = []
         for rack in topo.racks:
             if rack.id not in have:
