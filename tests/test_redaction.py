@@ -124,7 +124,7 @@ def test_an_internal_error_prints_a_redacted_traceback(monkeypatch: pytest.Monke
         raise RuntimeError(f"GET https://u:URLPLANT1@h/x?Token=QPLANT2 failed; headers "
                            f"{{'Authorization': 'Basic {pair}', 'X-Api-Key': 'KEYPLANT3'}}")
 
-    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setattr(cli, "build_app", lambda nouns=None: broken)
     with pytest.raises(SystemExit) as exit_:
         cli.main()
     assert exit_.value.code == 1

@@ -105,3 +105,32 @@ def test_demo_runs_twice_and_reuses_store(tmp_path: Path) -> None:
                             timeout=300)
     assert second.returncode == 0, second.stderr
     assert "already loaded (no change)" in second.stdout
+
+
+def _modules_after(*argv: str) -> tuple[int, set[str], str]:
+    """Run `rackscale ARGV` in a fresh interpreter; its exit code, the rackscale.cli modules it
+    imported, and its output."""
+    code = ("import sys, runpy\nsys.argv = ['rackscale', *sys.argv[1:]]\n"
+            "try:\n    from rackscale.cli import main\n    main()\nexcept SystemExit as e:\n"
+            "    print('EXIT', e.code)\n"
+            "print('MODS', ' '.join(sorted(m for m in sys.modules if m.startswith("
+            "'rackscale.cli.'))))\n")
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         timeout=120, check=False, env={**os.environ, "COLUMNS": "200"})
+    lines = res.stdout.splitlines()
+    exit_line = next((x for x in lines if x.startswith("EXIT ")), "EXIT 0")
+    mods = next(x for x in lines if x.startswith("MODS"))
+    return int(exit_line.split()[1] or 0), set(mods.split()[1:]), res.stdout + res.stderr
+
+
+def test_a_command_imports_only_its_own_noun() -> None:
+    code, mods, out = _modules_after("fleet", "show", "--fleet", "seed-504", "--json")
+    assert code == 0, out
+    assert "rackscale.cli.fleet" in mods
+    for other in ("simulate", "checkpoint", "serve", "lab", "job", "report", "telemetry"):
+        assert f"rackscale.cli.{other}" not in mods, (other, sorted(mods))
+    # the root's listing and a mistyped noun still see every noun
+    code, mods, out = _modules_after("--help")
+    assert code == 0 and "rackscale.cli.simulate" in mods and "checkpoint" in out
+    code, _, out = _modules_after("lifecyle", "status")
+    assert code == 2 and "lifecycle" in out  # click's suggestion names the real noun
