@@ -53,6 +53,11 @@ class Site:
         out = _cli("lifecycle", "status", "--rack", cid, "--db", self.db, "--json")
         return str(json.loads(out)["state"])
 
+    def tray_state(self, tray: str) -> str:
+        out = _cli("lifecycle", "status", "--rack", tray.rsplit("/", 1)[0], "--db", self.db,
+                   "--json")
+        return next(str(t["state"]) for t in json.loads(out)["trays"] if t["id"] == tray)
+
     def moves(self, cid: str = RACK) -> list[str]:
         events = json.loads(_cli("lifecycle", "history", cid, "--db", self.db, "--json"))
         return [e["payload"]["to"] for e in events if e["kind"] == "lifecycle.transition"]
@@ -142,3 +147,41 @@ def test_repair_of_a_serving_part_is_refused_and_changes_nothing(site: Site) -> 
                     "--plant", site.plant, code=2))
     assert f"us-east/r01 is {state}" in out and "isolated, maintenance, rma" in out
     assert site.moves("us-east/r01") == before
+
+
+def test_a_repair_that_leaves_an_open_finding_is_refused(site: Site, tmp_path: Path) -> None:
+    """A tray with two failed GPUs: a repair that names one of them as fixed leaves the other
+    finding open and is refused, naming it; naming both (or neither: the whole tray) goes
+    ahead, and only a new passing certification returns the tray to production."""
+    tray, rack = "us-east/r02/c03", "us-east/r02"
+    bad = tmp_path / "two-gpus.yaml"
+    bad.write_text("version: 1\nfaults:\n"
+                   f"  - {{target: {tray}/gpu1, kind: gpu_dead}}\n"
+                   f"  - {{target: {tray}/gpu2, kind: gpu_dead}}\n")
+    _cli("certify", "run", "--scope", rack, "--db", site.db, "--faults", str(bad), code=1)
+    site.run()
+    assert site.tray_state(tray) == "triage"
+    before = site.moves(tray)
+
+    out = flat(_cli("lifecycle", "repair", tray, "--reason", "gpu1 reseated", "--fixed",
+                    f"{tray}/gpu1", "--db", site.db, "--plant", site.plant, code=2))
+    assert f"{tray}/gpu2" in out and "does not address" in out and "nothing changed" in out
+    assert f"{tray}/gpu1 " not in out  # the part it fixed is not named as open
+    out = flat(_cli("lifecycle", "repair", tray, "--reason", "x", "--fixed",
+                    "us-east/r01/c01/gpu0", "--db", site.db, "--plant", site.plant, code=2))
+    assert f"us-east/r01/c01/gpu0 is not part of {tray}" in out
+    assert site.moves(tray) == before  # neither refusal moved anything
+
+    out = _cli("lifecycle", "repair", tray, "--reason", "both GPUs replaced", "--fixed",
+               f"{tray}/gpu1", "--fixed", f"{tray}/gpu2", "--db", site.db, "--plant",
+               site.plant, "--json")
+    done = json.loads(out)
+    assert done["path"] == ["repair", "burn_in"] and done["fixed"] == [f"{tray}/gpu1",
+                                                                       f"{tray}/gpu2"]
+    events = json.loads(_cli("lifecycle", "history", tray, "--db", site.db, "--json"))
+    assert events[-2]["payload"]["fixed"] == [f"{tray}/gpu1", f"{tray}/gpu2"]
+    site.run()
+    assert site.tray_state(tray) == "burn_in"  # the failed run is older than the repair
+    _cli("certify", "run", "--scope", rack, "--db", site.db, "--faults", str(site.none))
+    site.run()
+    assert site.tray_state(tray) == "production"

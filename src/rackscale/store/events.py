@@ -337,6 +337,7 @@ class LifecycleTransitionV1(Payload):
     evidence_seq: int | None = None  # the certify.result that opened certified/production
     finding_seq: int | None = None  # the certify.finding that sent it to triage
     backend: Backend | None = None  # the driver behind the move
+    fixed: list[str] | None = None  # a repair's parts named fixed (None: the whole part)
 
 
 @event_kind("lifecycle.interlock")
