@@ -7,6 +7,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lc_rig import Rig
 
 from rackscale.fleet import TEMPLATES, FleetSpec, RackGroup, RegionSpec
@@ -39,3 +41,26 @@ def test_the_cordon_threshold_comes_from_the_template(tmp_path: Path, tolerated:
         finally:
             rig.store.close()
     assert "strict-nvl72" not in TEMPLATES
+
+
+@given(groups=st.lists(st.tuples(st.sampled_from(sorted(TEMPLATES)), st.integers(1, 3),
+                                 st.integers(1, 16)), min_size=1, max_size=5))
+@settings(max_examples=40, deadline=None)
+def test_power_targets_are_each_racks_own_shelves_and_trays(groups) -> None:
+    """On any mix of templates and node counts, a rack's power targets are exactly its power
+    shelves (in sequence order) and its trays or nodes, as a walk over its parts finds them."""
+    from rackscale.fleet import COMPUTE_TRAY, NODE, POWER_SHELF, Topology
+    from rackscale.lifecycle import power_targets
+
+    racks = [RackGroup(template=t, count=c,
+                       nodes_per_rack=n if TEMPLATES[t].nodes_per_rack_varies else None)
+             for t, c, n in groups]
+    topo = Topology.build(FleetSpec(name="pt", regions=[RegionSpec(name="r", racks=racks)]))
+    got = power_targets(topo)
+    assert list(got) == [r.id for r in topo.racks]
+    for rack in topo.racks:
+        parts = range(rack.first, rack.end)
+        shelves = sorted((topo.ids[j] for j in parts if topo.kinds[j] == POWER_SHELF),
+                         key=lambda s: int(s.rsplit("/ps", 1)[1]))
+        trays = [topo.ids[j] for j in parts if topo.kinds[j] in (COMPUTE_TRAY, NODE)]
+        assert got[rack.id] == (shelves, trays)
