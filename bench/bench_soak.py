@@ -51,11 +51,11 @@ from rackscale import lab
 from rackscale.fleet import Topology, load_fleet
 from rackscale.recovery import job_tiers
 from rackscale.soak import differing, from_dict, verdict
-from rackscale.soak.predict import predict
+from rackscale.soak.families import STEPS, by_family
+from rackscale.soak.predict import GOAL_PP, predict
 from rackscale.soak.schedule import START_ALLOW_S
 from rackscale.soak.storage import compare
 
-GOAL_PP = 3.0
 # The default: one soak per fault family mix, so the simulator is checked on each (a soak
 # drawing only network faults, and rack cooling at 0, 0.5 and 1 of the fail-stop rate), on
 # seeds no test uses.
@@ -152,7 +152,14 @@ def row(soak_json: Path) -> dict[str, Any]:
             "difference_pp": v["difference_pp"], "inside": v["inside"], "met": v["met"],
             "differs": [] if v["met"] else differing(r, p),
             "badput_measured_s": r["badput_s"], "badput_simulated_s": p["badput_s"],
-            "inputs": p["inputs"]}
+            "inputs": p["inputs"], "by_family": by_family(r)}
+
+
+def mix_of(soak_json: Path) -> str:
+    """The mix of a soak this bench ran, from its directory (`soak-1-cooling-0.5-3`: the
+    soak's number, its mix, its fault count); '-' for a directory named otherwise."""
+    parts = soak_json.parent.name.split("-")
+    return "-".join(parts[2:-1]) if len(parts) > 3 and parts[0] == "soak" else "-"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -187,8 +194,25 @@ def table(rows: list[dict[str, Any]]) -> str:
                    + ("; ".join(assumed) or "none"))
     met = sum(x["met"] for x in ran)
     hosts = ", ".join(sorted({x["host"] for x in ran})) or "the lab"
-    out.append(f"\nGoal (inside the measured 95% interval or within {GOAL_PP:g} pp): {met} of "
-               f"{len(rows)} met. Measured on {hosts}; predictions simulated.")
+    out.append(f"\nGoal (inside the measured 95% interval and within {GOAL_PP:g} pp): {met} "
+               f"of {len(rows)} met. Measured on {hosts}; predictions simulated.")
+    out.append(family_table(ran))
+    return "\n".join(out)
+
+
+def family_table(rows: list[dict[str, Any]]) -> str:
+    """Each soak's recovery steps by fault family, mean s over the family's faults (measured;
+    - where none of them measured the step), and the simulator inputs the family feeds."""
+    steps = [k.removesuffix("_s") for k in STEPS]
+    out = ["\nRecovery by fault family, mean s (measured):\n",
+           "| mix | seed | family | faults | " + " | ".join(steps) + " | feeds (simulator) |",
+           "|---|---:|---|---|" + "---:|" * len(steps) + "---|"]
+    for x in rows:
+        for fam, f in (x.get("by_family") or {}).items():
+            cells = ["-" if (v := f["steps"][k]["value"]) is None else f"{v:.1f}" for k in STEPS]
+            out.append(f"| {x.get('mix', '-')} | {x['seed']} | {fam} | "
+                       f"{', '.join(f'#{i}' for i in f['faults'])} | " + " | ".join(cells)
+                       + f" | {f['sim_class']}: {f['feeds']} |")
     return "\n".join(out)
 
 
@@ -354,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.storage or a.storage_tabulate:
         return main_storage(a)
     if a.tabulate:
-        rows = [row(p) for p in a.tabulate]
+        rows = [row(p) | {"mix": mix_of(p)} for p in a.tabulate]
     else:
         duration = 4.0 if a.quick else a.duration_min
         plan = plan_of(a, duration * 60)

@@ -512,6 +512,7 @@ def _say_soak(r: dict[str, Any]) -> None:
     if waiting:
         say(f"{len(waiting)} slot(s) recertified but not served by the lifecycle by the end, "
             f"so not returned to the job: {', '.join(waiting)}")
+    _family_table(r)
     b = Table(title="badput by cause, s (measured)")
     b.add_column("cause")
     b.add_column("s")
@@ -521,6 +522,28 @@ def _say_soak(r: dict[str, Any]) -> None:
     _say_predicted(r)
     say(f"written: {Path(r['schedule']['file']).parent / 'soak.json'}; store event "
         f"recovery.soak #{r['event_seq']}")
+
+
+def _family_table(r: dict[str, Any]) -> None:
+    """Each fault family's recovery steps, mean seconds over its faults (measured), and the
+    simulator inputs its class feeds."""
+    from rich.table import Table
+
+    from rackscale.cli._common import console
+    from rackscale.soak.families import STEPS, by_family
+
+    fams = by_family(r)
+    if not fams:
+        return
+    t = Table(title="recovery by fault family, mean s (measured; - none measured)")
+    for col in ("family", "faults", *(k.removesuffix("_s") for k in STEPS), "feeds"):
+        t.add_column(col)
+    for fam, row in fams.items():
+        cells = [("-" if (v := row["steps"][k]["value"]) is None else f"{v:.1f}")
+                 for k in STEPS]
+        t.add_row(fam, ",".join(f"#{i}" for i in row["faults"]), *cells,
+                  f"{row['sim_class']}: {row['feeds']}")
+    console.print(t)
 
 
 def _recertified(f: dict[str, Any]) -> str:
