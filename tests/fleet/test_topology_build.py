@@ -63,3 +63,27 @@ def test_gpu_columns_agree_with_the_ids(spec: FleetSpec) -> None:
         assert all(topo.rack_of[i] == rack.index for i in range(rack.first, rack.end))
     for domain, switches in zip(topo.domains, topo.domain_switches, strict=True):
         assert all(topo.parents[topo.index[s]] == topo.index[domain] for s in switches)
+
+
+@given(spec=fleets())
+@settings(max_examples=25, deadline=None)
+def test_every_id_is_unique_and_indexed_at_its_position(spec: FleetSpec) -> None:
+    topo = Topology.build(spec)
+    assert len(set(topo.ids)) == len(topo.ids)
+    assert all(topo.index[cid] == i for i, cid in enumerate(topo.ids))
+
+
+def test_a_name_the_spec_rules_missed_is_still_refused_at_build() -> None:
+    """The backstop: a spec built past its validation with a rack named like a leaf (or two
+    racks of one name) would give two parts one id; the build refuses it, naming the id."""
+    import pytest
+
+    from rackscale.errors import UserError
+
+    for names in (["leaf-rail0-0"], ["r07", "r07"]):
+        group = RackGroup.model_construct(template="vr-nvl72", count=len(names), names=names,
+                                          nodes_per_rack=None)
+        region = RegionSpec.model_construct(name="a", racks=[group])
+        spec = FleetSpec.model_construct(name="x", regions=[region], network=NetworkSpec())
+        with pytest.raises(UserError, match=f"a/{names[0]}"):
+            Topology.build(spec)

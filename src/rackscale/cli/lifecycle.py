@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -25,7 +26,6 @@ from rackscale.cli._common import (
     plain,
     seed_option,
 )
-from rackscale.cli._pipeline import DemoContext, LifecycleStepResult, Onboarding, Triage
 from rackscale.cli.fleet import NoFleet
 from rackscale.errors import UserError
 from rackscale.faults import Fault, TwinCoolingDriver, demo_faults_path, faults_from, load_faults
@@ -69,6 +69,9 @@ from rackscale.store import (
     TwinPlantV1,
     loaded_spec,
 )
+
+if TYPE_CHECKING:  # the demo's pipeline (certify, checkpoints, simulator): its steps only
+    from rackscale.cli._pipeline import DemoContext
 
 app = noun("Rack and tray lifecycle: states, interlocks, the reconcile controller.")
 
@@ -444,6 +447,8 @@ def _demo_controller(ctx: DemoContext, *, enroll: bool = False) -> Controller:
 def step_onboarding(ctx: DemoContext) -> None:
     """Onboard the seed racks on the simulated plant: cabled -> cooling verified -> power
     sequenced shelf by shelf -> firmware -> burn_in (ready for certification)."""
+    from rackscale.cli._pipeline import LifecycleStepResult, Onboarding
+
     ctl = _demo_controller(ctx, enroll=True)
     racks = list(ctl.targets)
     set_goal(ctx.store, racks, RackState.BURN_IN.value)
@@ -468,6 +473,8 @@ def step_onboarding(ctx: DemoContext) -> None:
 def step_triage(ctx: DemoContext) -> None:
     """Certification findings -> triage (rack escalation past 2 bad trays); passing parts ->
     production. Works, and says so, when certification has not run yet."""
+    from rackscale.cli._pipeline import LifecycleStepResult, Triage
+
     findings = ctx.store.count_events(Kind.CERTIFY_FINDING)
     results = len(ctx.store.events(kind=Kind.CERTIFY_RESULT, limit=1))
     cert = ctx.results.certify

@@ -121,7 +121,8 @@ class Topology:
         self.spines: list[list[str]] = []  # per region
         self.domains: list[str] = []  # NVLink domain ids (rack for nvl72, node for hgx)
         self.domain_switches: list[tuple[str, ...]] = []
-        self.index: dict[str, int] = {}
+        self._index: dict[str, int] | None = None  # id -> position, built on first use
+        self.rack_by_id: dict[str, Rack] = {}  # the racks by id (1,778 at 128k GPUs)
         # GPU arrays (filled by build)
         self.gpu_ids: list[str] = []
         self.gpu_comp = np.empty(0, dtype=np.int64)
@@ -160,14 +161,7 @@ class Topology:
         layouts: dict[tuple[str, int], RackLayout] = {}
         for r_no, region in enumerate(self.spec.regions):
             self._build_region(r_no, region, cols, layouts)
-        self.index = dict(zip(self.ids, range(len(self.ids)), strict=True))
-        if len(self.index) != len(self.ids):
-            # The spec's name rules make ids unique; this is the backstop that keeps a rule
-            # gap from becoming one inventory row silently overwriting another.
-            dup = [cid for cid, n in Counter(self.ids).items() if n > 1]
-            raise UserError(f"fleet {self.spec.name}: {len(dup)} component ids are given to two "
-                            f"parts (e.g. {', '.join(dup[:3])}); rename the racks so that no "
-                            "rack name equals a switch or part name")
+        self._check_unique(layouts)
         join = _GpuColumns.join
         self.gpu_comp = join(cols.comp, np.int64)
         ids = self.ids
@@ -180,6 +174,29 @@ class Topology:
         self.gpu_domain = join(cols.domain, np.int32)
         self.gpu_nic = join(cols.nic, np.int64)
         self.gpu_sku = cols.sku
+
+    def _check_unique(self, layouts: dict[tuple[str, int], RackLayout]) -> None:
+        """The backstop that keeps a gap in the spec's name rules from becoming one inventory
+        row silently overwriting another. Names hold no `/`, so an id is a region, a name
+        under it (rack, leaf, spine) or a rack's layout suffix under a rack: ids are unique
+        when those three are, checked over the racks and layouts, not the 450k parts."""
+        second = [self.ids[r.first] for r in self.racks] + self.leaves + [
+            s for spines in self.spines for s in spines]
+        dup = [cid for cid, n in Counter([*self.regions, *second]).items() if n > 1]
+        dup += [f"<rack>/{sfx}" for lay in layouts.values()
+                for sfx, n in Counter(lay.suffixes).items() if n > 1]
+        if dup:
+            raise UserError(f"fleet {self.spec.name}: {len(dup)} component ids are given to two "
+                            f"parts (e.g. {', '.join(dup[:3])}); rename the racks so that no "
+                            "rack name equals a switch or part name")
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Component id -> its position. Built on first use: hashing 450k ids at 128k GPUs
+        costs 0.1 s, and a command that looks no id up (a quiet lifecycle pass) skips it."""
+        if self._index is None:
+            self._index = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._index
 
     def _build_region(self, r_no: int, region: RegionSpec, cols: _GpuColumns,
                       layouts: dict[tuple[str, int], RackLayout]) -> None:
@@ -258,6 +275,7 @@ class Topology:
             local_index=local, trays=trays, first=first, end=len(self.ids),
             gpu_first=gpu_first, gpu_end=cols.count,
         ))
+        self.rack_by_id[rack_id] = self.racks[-1]
 
     # ------------------------------------------------------------------ lookups
     def __len__(self) -> int:
@@ -344,6 +362,9 @@ class Topology:
         return sum(1 for j in range(lo, hi) if self.kinds[j] == kind)
 
     def rack(self, cid: str) -> Rack:
+        """The rack `cid` is (or is inside)."""
+        if (rack := self.rack_by_id.get(cid)) is not None:
+            return rack
         r = self.rack_of[self.idx(cid)]
         if r < 0:
             raise UserError(f"{cid} is not inside a rack")

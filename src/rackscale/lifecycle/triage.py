@@ -185,13 +185,14 @@ def apply_findings(store: Store, topo: Topology, *, after_seq: int | None = None
 
 def _tolerated(topo: Topology, rack: str) -> int:
     """Trays out the rack's template tolerates (the default for a rack the topology lacks)."""
-    return topo.rack(rack).template.max_bad_trays if rack in topo.index else DEFAULT_MAX_BAD_TRAYS
+    known = topo.rack_by_id.get(rack)
+    return known.template.max_bad_trays if known is not None else DEFAULT_MAX_BAD_TRAYS
 
 
 def _serving(topo: Topology, rack: str, bad: int) -> tuple[RackState | None, str]:
     """The serving state of a rack with `bad` trays out (None: cordoned) and those trays in
     its kind's words ("" with none out)."""
-    if rack not in topo.index:  # a rack the topology lacks: the default tolerance
+    if rack not in topo.rack_by_id:  # a rack the topology lacks: the default tolerance
         return (R.PRODUCTION if bad == 0 else R.DEGRADED if bad <= DEFAULT_MAX_BAD_TRAYS
                 else None), (f"{bad} trays out" if bad else "")
     template = topo.rack(rack).template
