@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rackscale.soak import LAB_ACTIONS, verdict
-from rackscale.soak.families import FAMILIES, FAMILY_OF_ACTION, STEPS, by_family, family_of
+from rackscale.soak.families import FAMILIES, FAMILY_OF_ACTION, RECOVERY_STEPS, by_family, family_of
 from rackscale.soak.schedule import BY_CAUSE, NETWORK
 
 
@@ -49,7 +49,7 @@ def test_each_step_is_the_mean_over_the_familys_faults_that_measured_it(rows) ->
                 assert cell["basis"] == "measured"
             else:
                 assert cell["value"] is None and cell["basis"] == "not measured"
-        assert set(got["steps"]) == set(STEPS)
+        assert set(got["steps"]) == set(RECOVERY_STEPS)
     assert sum(len(t["faults"]) for t in table.values()) == len(rows)
 
 

@@ -530,17 +530,17 @@ def _family_table(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     from rackscale.cli._common import console
-    from rackscale.soak.families import STEPS, by_family
+    from rackscale.soak import RECOVERY_STEPS, by_family
 
     fams = by_family(r)
     if not fams:
         return
     t = Table(title="recovery by fault family, mean s (measured; - none measured)")
-    for col in ("family", "faults", *(k.removesuffix("_s") for k in STEPS), "feeds"):
+    for col in ("family", "faults", *(k.removesuffix("_s") for k in RECOVERY_STEPS), "feeds"):
         t.add_column(col)
     for fam, row in fams.items():
         cells = [("-" if (v := row["steps"][k]["value"]) is None else f"{v:.1f}")
-                 for k in STEPS]
+                 for k in RECOVERY_STEPS]
         t.add_row(fam, ",".join(f"#{i}" for i in row["faults"]), *cells,
                   f"{row['sim_class']}: {row['feeds']}")
     console.print(t)

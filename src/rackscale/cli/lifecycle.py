@@ -8,6 +8,7 @@ twin (faults/) with that faults file; `--slurm-conf PATH` drains/resumes in real
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ from rackscale.lifecycle import (
     open_store,
     parse_state,
     promote_passing,
+    read_rows,
     set_goal,
     state_of,
     topology_sync,
@@ -106,7 +108,7 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
                redfish: str | None = None, slurm_conf: str | None = None,
                actor: str = "controller", enroll: bool = False, faults: str | None = None,
                twin_seed: int = 7, policy: FaultPolicy | None = None,
-               ) -> tuple[Controller, SimPlant]:
+               have: Collection[str] | None = None) -> tuple[Controller, SimPlant]:
     path = Path(plant_path or Path(DEFAULT_DATA_DIR) / "lifecycle-plant.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     plant = SimPlant.for_topology(topo, path=path)
@@ -117,7 +119,7 @@ def controller(store: Store, topo: Topology, plant_path: str | None = None,
     cooling = _cooling(store, topo, plant, faults, twin_seed, record=enroll)
     ctl = Controller(store, topo, power, cooling, slurm=slurm, actor=actor, policy=policy)
     if enroll:  # only the controller loop enrolls: inspection and bad commands write nothing
-        ctl.enroll()
+        ctl.enroll(have)
     return ctl, plant
 
 
@@ -311,8 +313,12 @@ def run(
     """The controller: reconcile desired lifecycle state against the drivers."""
     policy = coolant_policy(coolant_steps)
     store = Store(db)
-    ctl, _ = controller(store, fleet_topology(store), plant, redfish, slurm_conf,
-                        enroll=True, faults=faults, twin_seed=twin_seed, policy=policy)
+    topo = fleet_topology(store)
+    # One read of the rows serves the enrollment check and the first triage (34k rows at
+    # 128k GPUs); when the enrollment added rows, triage reads them again.
+    rows = read_rows(open_store(store))
+    ctl, _ = controller(store, topo, plant, redfish, slurm_conf, enroll=True, faults=faults,
+                        twin_seed=twin_seed, policy=policy, have=rows.keys())
     if goal is not None:
         parse_state(RACK_MACHINE, goal)
         set_goal(store, list(ctl.targets), goal)
@@ -345,7 +351,7 @@ def run(
         show_triage(tri(pass_wrote=rep.writes > 0), quiet=as_json)
 
     tri = PassTriage(store, ctl.topo, ctl.state)
-    show_triage(tri(), quiet=as_json)
+    show_triage(tri(rows=None if ctl.enrolled else rows), quiet=as_json)
     with live:
         outcome = ctl.run(max_passes=1 if once else passes, until_idle=until_idle,
                           period_s=0.0 if once else period, on_pass=show,

@@ -15,7 +15,7 @@ only that pass's writes, which the next pass re-derives from the hardware.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from rackscale.errors import UserError
@@ -90,9 +90,13 @@ class Controller(SafetyResponses):
         self._nodes = {t: node_name(t) for _, trays in self.targets.values() for t in trays}
         # The certification evidence the gates read; refreshed from the log at each pass.
         self.state = FleetState(topo)
+        self.enrolled = 0  # parts the last `enroll` added
 
-    def enroll(self) -> int:
-        return repository.enroll(self.store, self.topo, actor=self.actor)
+    def enroll(self, have: Collection[str] | None = None) -> int:
+        """Enroll the parts with no lifecycle row (`have`: the ids with one, just read);
+        returns how many, also kept as `enrolled`."""
+        self.enrolled = repository.enroll(self.store, self.topo, actor=self.actor, have=have)
+        return self.enrolled
 
     # ------------------------------------------------------------------ the pass
     def reconcile(self) -> PassReport:

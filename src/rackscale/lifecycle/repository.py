@@ -8,7 +8,7 @@ table and the log disagreeing, and two writers can never both apply the same mov
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -101,16 +101,20 @@ def open_store(store: Store) -> Store:
 
 
 def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
-           reason: str = "enrolled from inventory") -> int:
+           reason: str = "enrolled from inventory",
+           have: Collection[str] | None = None) -> int:
     """Give every rack (received) and tray/node (onboard) of `topo` a lifecycle row if it has
-    none. Idempotent; returns how many were enrolled."""
+    none. Idempotent; returns how many were enrolled. `have`: the ids with a row, as the
+    caller just read them (`read_rows`); read here when None. A row another writer added
+    meanwhile makes the insert fail on its key rather than enroll a part twice."""
     now = datetime.now(UTC)
     with store.session() as s:
-        # Raw DBAPI rows: ORM scalars over 34k ids cost 0.1 s of every controller start.
-        cur = s.connection().connection.cursor()
-        cur.execute("SELECT component_id FROM lifecycle_state")
-        have = {cid for (cid,) in cur.fetchall()}
-        cur.close()
+        if have is None:
+            # Raw DBAPI rows: ORM scalars over 34k ids cost 0.1 s of every controller start.
+            cur = s.connection().connection.cursor()
+            cur.execute("SELECT component_id FROM lifecycle_state")
+            have = {cid for (cid,) in cur.fetchall()}
+            cur.close()
         new: list[tuple[str, str, str, str]] = []
         for rack in topo.racks:
             if rack.id not in have:

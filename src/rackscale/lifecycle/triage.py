@@ -290,14 +290,17 @@ class PassTriage:
         self.store, self.topo, self.state = store, topo, state
         self._seen: int | None = None  # the log's newest seq as the last triage began
 
-    def __call__(self, *, pass_wrote: bool = True) -> TriageReport | None:
-        """Triage now (None: skipped, nothing it reads has changed since the last call)."""
+    def __call__(self, *, pass_wrote: bool = True,
+                 rows: dict[str, Row] | None = None) -> TriageReport | None:
+        """Triage now (None: skipped, nothing it reads has changed since the last call);
+        `rows`: the rows as the caller just read them (read here when None)."""
         newest = self.store.newest_seq()
         if not pass_wrote and newest == self._seen:
             return None
         # Seen as of before triage's own writes: those (or another writer's landing during
         # triage) make the next call run once more, which finds nothing and settles.
         self._seen = newest
-        rows = repository.read_rows(repository.open_store(self.store))
+        rows = rows if rows is not None else repository.read_rows(
+            repository.open_store(self.store))
         rep = apply_findings(self.store, self.topo, state=self.state, rows=rows)
         return promote_passing(self.store, self.topo, report=rep, state=self.state, rows=rows)

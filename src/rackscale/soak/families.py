@@ -34,7 +34,7 @@ SIM_CLASS = {"fail-stop GPU": "fail-stop", "software": "fail-stop", "fail-slow G
 FEEDS = {"fail-stop": "detect_min, restart_min",
          "fail-slow": "straggler_detect_min, straggler_slowdown, restart_min"}
 # step -> (what it is, where in a fault's row it is measured)
-STEPS: dict[str, str] = {
+RECOVERY_STEPS: dict[str, str] = {
     "detect_s": "injection to the supervisor's detection (time_to_detect_s)",
     "degraded_s": "badput while the job ran degraded before detection (running_degraded)",
     "localize_s": "badput naming the part (localization: the targeted probe)",
@@ -82,7 +82,7 @@ def by_family(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for fam in sorted(out, key=FAMILIES.index):
         rows = out[fam]["rows"]
         steps: dict[str, Any] = {}
-        for step in STEPS:
+        for step in RECOVERY_STEPS:
             xs = [x for r in rows if (x := _step(r, step)) is not None]
             steps[step] = {"value": round(statistics.fmean(xs), 3) if xs else None,
                            "n": len(xs), "basis": "measured" if xs else "not measured"}
