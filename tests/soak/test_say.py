@@ -33,3 +33,27 @@ def test_the_soak_says_recertifications_and_rack_paths(
     out = " ".join(capsys.readouterr().out.split())
     assert "lifecycle of lab/r01 (plant simulated): production -> draining -> production" in out
     assert "lifecycle of lab/r02" not in out  # never left production
+
+
+def test_the_soak_says_each_familys_recovery_and_every_prediction_input(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary tables the recovery by fault family (measured) and, with a prediction,
+    every input it was fed with its basis: measured here, from the schedule, or assumed."""
+    from rackscale.cli._common import console
+    from rackscale.soak.predict import predict
+    from rackscale.soak.schedule import from_dict
+
+    monkeypatch.setattr(console, "width", 240)  # whole cells, no wrapping
+    r = json.loads(SOAK.read_text())
+    r["event_seq"] = 7
+    sched = from_dict(json.loads((SOAK.parent / "schedule.json").read_text()))
+    r["predicted"] = predict(r, sched, ckpt_every=10, trials=200)
+    r["predicted"]["inputs"]["detect_min"] = {"value": 3.0, "basis": "assumed (test)",
+                                              "from": "a made-up source"}
+    _say_soak(r)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "recovery by fault family" in out
+    assert "fail-stop GPU" in out and "fail-slow GPU" in out
+    assert "prediction inputs" in out and "restart_min" in out
+    assert "assumed (test)" in out and "a made-up source" in out
+    assert "measured" in out and "schedule" in out

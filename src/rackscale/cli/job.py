@@ -576,3 +576,24 @@ def _say_predicted(r: dict[str, Any]) -> None:
     say(f"predicted ETTR (simulated) {v['predicted']:.3f} vs measured {v['measured']:.3f} "
         f"[{v['lo']:.3f}, {v['hi']:.3f}]: {where} the interval, difference "
         f"{v['difference_pp']:+.1f} pp")
+    _inputs_table(r["predicted"].get("inputs") or {})
+
+
+def _inputs_table(inputs: dict[str, Any]) -> None:
+    """Every figure the prediction was fed: its value, and measured in this soak (where),
+    taken from the schedule, or assumed (from what)."""
+    from rich.table import Table
+
+    from rackscale.cli._common import console
+
+    t = Table(title="prediction inputs (fed to the simulator)")
+    for col in ("input", "value", "basis", "from"):
+        t.add_column(col)
+    for name, fed in inputs.items():
+        if not isinstance(fed, dict):
+            continue
+        value = fed.get("value")
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        t.add_row(plain(name), plain(shown), plain(str(fed.get("basis", ""))),
+                  plain(str(fed.get("from", ""))))
+    console.print(t)
