@@ -35,12 +35,14 @@ from rackscale.cli.storage import (
     RegionLossOpt,
     ReplOpt,
     StorageOpt,
+    StorageOptions,
     WhatifDaysOpt,
     WhatifIntervalsOpt,
     WhatifModelOpt,
     WhatifRecordOpt,
     WhatifRefOpt,
     WhatifRegionLossOpt,
+    WhatifRequest,
     WhatifRestartOpt,
     WhatifSeedOpt,
     WhatifStorageOpt,
@@ -135,11 +137,10 @@ def _measured_recovery(path: Path | None, from_store: bool,
         store.close()
 
 
-def _config(fleet: FleetShape, options: dict[str, Any]) -> SimConfig:
-    """The validated config from a command's options (its `locals()`: `config` holds the
-    SimConfig fields); the whole pool when no --job-gpus is given."""
-    job = options["job_gpus"]
-    return make_config(job_gpus=fleet.gpus if job is None else job, **options["config"])
+def _config(fleet: FleetShape, job_gpus: int | None, config: dict[str, Any]) -> SimConfig:
+    """The validated config from a command's SimConfig options (`config`); the whole pool
+    when no --job-gpus is given."""
+    return make_config(job_gpus=fleet.gpus if job_gpus is None else job_gpus, **config)
 
 
 def _fleet(fleet: str | None, db: str | None, pool: str | None) -> FleetShape:
@@ -165,7 +166,8 @@ def run_cmd(
 ) -> None:
     """Simulate a job on a fleet under failures: ETTR, goodput, MTTF, losses (Monte Carlo)."""
     shape = _fleet(fleet, db, pool)
-    cfg = storage_config(_config(shape, locals()), shape, locals())
+    cfg = storage_config(_config(shape, job_gpus, config), shape, StorageOptions(
+        storage, ckpt_size, local_cache, replication, region_loss_per_year, region_outage))
     cfg, used = with_recovery(cfg, _measured_recovery(recovery, recovery_from_store, db))
     plan(cfg, shape)  # bad shapes fail before the progress bar appears
     store = Store(db) if record else None  # a bad --db fails before the simulation runs
@@ -263,7 +265,8 @@ def sweep_cmd(
         raise UserError(f"--values must be numbers separated by commas; got {values!r}") from None
     check_out_dir(out)  # before the sweep: a bad --out must not cost the whole run
     shape = _fleet(fleet, db, pool)
-    cfg = storage_config(_config(shape, locals()), shape, locals())
+    cfg = storage_config(_config(shape, job_gpus, config), shape, StorageOptions(
+        storage, ckpt_size, local_cache, replication, region_loss_per_year, region_outage))
     store = Store(db) if record else None  # a bad --db fails before the sweep runs
     with _progress(as_json) as bar:
         task = bar.add_task(f"sweeping {param} over {len(vals)} values", total=len(vals))
@@ -342,4 +345,9 @@ def storage_whatif_cmd(
     record: bool = WhatifRecordOpt, db: str | None = DbOption, as_json: bool = JsonOption,
 ) -> None:
     """Same failures with/without local cache and cross-region replication, per interval."""
-    run_whatif(locals())
+    run_whatif(WhatifRequest(
+        storage=storage, fleet=fleet, pool=pool, job_gpus=job_gpus, ckpt_size=ckpt_size,
+        days=days, trials=trials, seed=seed, failure_model=failure_model, intervals=intervals,
+        ckpt_interval=ckpt_interval, restart=restart, region_loss_per_year=region_loss_per_year,
+        region_outage=region_outage, gpu_hour_price=gpu_hour_price, record=record, db=db,
+        as_json=as_json))

@@ -8,6 +8,7 @@ scales its fitted figures to the job's checkpoint share per node, and prints the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -196,12 +197,23 @@ def print_storage(r: SimResult) -> None:
                   f"{st['rpo_region_loss_s'] / 60:.1f} min")
 
 
-def storage_config(cfg: SimConfig, shape: FleetShape, o: dict[str, Any]) -> SimConfig:
-    """`cfg` with --storage and its options applied (from a command's `locals()`)."""
-    return with_storage(cfg, shape, o["storage"], o["ckpt_size"], local_cache=o["local_cache"],
-                        replication=o["replication"],
-                        region_loss_per_year=o["region_loss_per_year"],
-                        region_outage_h=o["region_outage"])
+@dataclass(frozen=True, slots=True)
+class StorageOptions:
+    """`--storage` and the options that price it, as `simulate run` and `sweep` take them."""
+
+    storage: Path | None
+    ckpt_size: str | None
+    local_cache: bool
+    replication: bool
+    region_loss_per_year: float
+    region_outage_h: float
+
+
+def storage_config(cfg: SimConfig, shape: FleetShape, o: StorageOptions) -> SimConfig:
+    """`cfg` with --storage and its options applied."""
+    return with_storage(cfg, shape, o.storage, o.ckpt_size, local_cache=o.local_cache,
+                        replication=o.replication, region_loss_per_year=o.region_loss_per_year,
+                        region_outage_h=o.region_outage_h)
 
 
 # ------------------------------------------------------------------------ storage-whatif
@@ -226,31 +238,54 @@ WhatifRecordOpt = typer.Option(False, "--record", help="Store a simulate.storage
                                "event (--db): the report's storage section shows it.")
 
 
-def run_whatif(o: dict[str, Any]) -> None:
-    """`simulate storage-whatif` from the command's options (its `locals()`)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhatifRequest:
+    """`simulate storage-whatif`'s options, typed (the command's defaults are its options')."""
+
+    storage: Path
+    fleet: str | None
+    pool: str | None
+    job_gpus: int | None
+    ckpt_size: str | None
+    days: float
+    trials: int
+    seed: int
+    failure_model: str
+    intervals: str  # minutes, comma-separated
+    ckpt_interval: float
+    restart: float
+    region_loss_per_year: float
+    region_outage: float
+    gpu_hour_price: float
+    record: bool
+    db: str | None
+    as_json: bool
+
+
+def run_whatif(o: WhatifRequest) -> None:
+    """`simulate storage-whatif`: same failures with and without cache and replication."""
     try:
-        ivs = [float(v) for v in o["intervals"].split(",") if v.strip()]
+        ivs = [float(v) for v in o.intervals.split(",") if v.strip()]
     except ValueError:
         raise UserError(f"--intervals-min must be numbers separated by commas; got "
-                        f"{o['intervals']!r}") from None
-    shape = FleetShape.from_spec(resolve_spec(o["fleet"], o["db"]), o["pool"])
-    job = o["job_gpus"]
-    base = make_config(job_gpus=shape.gpus if job is None else job, days=o["days"],
-                       trials=o["trials"], seed=o["seed"], failure_model=o["failure_model"],
-                       ckpt_interval_min=o["ckpt_interval"], restart_min=o["restart"],
+                        f"{o.intervals!r}") from None
+    shape = FleetShape.from_spec(resolve_spec(o.fleet, o.db), o.pool)
+    base = make_config(job_gpus=shape.gpus if o.job_gpus is None else o.job_gpus, days=o.days,
+                       trials=o.trials, seed=o.seed, failure_model=o.failure_model,
+                       ckpt_interval_min=o.ckpt_interval, restart_min=o.restart,
                        straggler_ratio=0)
-    st = job_storage(base, shape, o["storage"], o["ckpt_size"],
-                     region_loss_per_year=o["region_loss_per_year"],
-                     region_outage_h=o["region_outage"])
-    rec = Store(o["db"]) if o["record"] else None  # a bad --db fails before the run
-    with _bar(o["as_json"]) as bar:
+    st = job_storage(base, shape, o.storage, o.ckpt_size,
+                     region_loss_per_year=o.region_loss_per_year,
+                     region_outage_h=o.region_outage)
+    rec = Store(o.db) if o.record else None  # a bad --db fails before the run
+    with _bar(o.as_json) as bar:
         task = bar.add_task("what-if over setups and intervals", total=1)
-        result = storage_whatif(base, shape, st, ivs, gpu_hour_price=o["gpu_hour_price"],
+        result = storage_whatif(base, shape, st, ivs, gpu_hour_price=o.gpu_hour_price,
                                 progress=lambda d, t: bar.update(task, completed=d, total=t))
     if rec is not None:
         rec.append_event(shape.name, Kind.SIMULATE_STORAGE_WHATIF, json_safe(result), actor="cli",
                          reason="rackscale simulate storage-whatif")
-    if o["as_json"]:
+    if o.as_json:
         emit_json(result)
         return
     print_whatif(result)
