@@ -76,9 +76,11 @@ def repair(ctl: Controller, cid: str, *, reason: str,
         raise RepairRefused(f"{cid} is {row.state}: repair returns a {row.machine} in "
                             f"{states} to service; nothing changed")
     rack = row.rack
-    reading = _checked_reading(ctl, cid, rack, rack_repair=row.machine == RACK)
     ctl.state.refresh(ctl.store)
+    # Findings first: the coolant check may open a closed valve for its flow test, and a
+    # refusal must leave the rack as it found it.
     _check_findings(ctl, cid, fixed)
+    reading = _checked_reading(ctl, cid, rack, rack_repair=row.machine == RACK)
     w = Writes(ctl.store, ctl.state, actor="operator")
     src = row.state
     with w.for_unit(cid):
