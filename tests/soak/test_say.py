@@ -39,11 +39,12 @@ def test_the_soak_says_each_familys_recovery_and_every_prediction_input(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The summary tables the recovery by fault family (measured) and, with a prediction,
     every input it was fed with its basis: measured here, from the schedule, or assumed."""
-    from rackscale.cli._common import console
     from rackscale.soak.predict import predict
     from rackscale.soak.schedule import from_dict
 
-    monkeypatch.setattr(console, "width", 240)  # whole cells, no wrapping
+    # Whole cells, no wrapping. The console reads COLUMNS on each print; setting its width
+    # instead would pin it for every later test when monkeypatch restores it.
+    monkeypatch.setenv("COLUMNS", "240")
     r = json.loads(SOAK.read_text())
     r["event_seq"] = 7
     sched = from_dict(json.loads((SOAK.parent / "schedule.json").read_text()))
