@@ -51,7 +51,7 @@ from rackscale import lab
 from rackscale.fleet import Topology, load_fleet
 from rackscale.recovery import job_tiers
 from rackscale.soak import differing, from_dict, verdict
-from rackscale.soak.families import RECOVERY_STEPS, by_family
+from rackscale.soak.families import RECOVERY_STEPS, by_family, step_cells
 from rackscale.soak.predict import GOAL_PP, predict
 from rackscale.soak.schedule import START_ALLOW_S
 from rackscale.soak.storage import compare
@@ -209,10 +209,9 @@ def family_table(rows: list[dict[str, Any]]) -> str:
            "|---|---:|---|---|" + "---:|" * len(steps) + "---|"]
     for x in rows:
         for fam, f in (x.get("by_family") or {}).items():
-            cells = ["-" if (v := f["steps"][k]["value"]) is None else f"{v:.1f}"
-                     for k in RECOVERY_STEPS]
             out.append(f"| {x.get('mix', '-')} | {x['seed']} | {fam} | "
-                       f"{', '.join(f'#{i}' for i in f['faults'])} | " + " | ".join(cells)
+                       f"{', '.join(f'#{i}' for i in f['faults'])} | "
+                       + " | ".join(step_cells(f))
                        + f" | {f['sim_class']}: {f['feeds']} |")
     return "\n".join(out)
 

@@ -530,7 +530,7 @@ def _family_table(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     from rackscale.cli._common import console
-    from rackscale.soak import RECOVERY_STEPS, by_family
+    from rackscale.soak import RECOVERY_STEPS, by_family, step_cells
 
     fams = by_family(r)
     if not fams:
@@ -539,9 +539,7 @@ def _family_table(r: dict[str, Any]) -> None:
     for col in ("family", "faults", *(k.removesuffix("_s") for k in RECOVERY_STEPS), "feeds"):
         t.add_column(col)
     for fam, row in fams.items():
-        cells = [("-" if (v := row["steps"][k]["value"]) is None else f"{v:.1f}")
-                 for k in RECOVERY_STEPS]
-        t.add_row(fam, ",".join(f"#{i}" for i in row["faults"]), *cells,
+        t.add_row(fam, ",".join(f"#{i}" for i in row["faults"]), *step_cells(row),
                   f"{row['sim_class']}: {row['feeds']}")
     console.print(t)
 

@@ -81,7 +81,7 @@ class Controller(SafetyResponses):
         self.policy = policy or FaultPolicy()
         self.actor = actor
         self.targets = power_targets(topo)
-        self.racks = {r.id: r for r in topo.racks}
+        self.racks = topo.rack_by_id
         self.budget = {g.name: g.power_budget_kw for g in topo.spec.regions}
         self.shelf_kw = {r.id: r.power_kw / max(1, len(self.targets[r.id][0]))
                          for r in topo.racks}

@@ -108,13 +108,8 @@ def enroll(store: Store, topo: Topology, *, actor: str = "rackscale",
     caller just read them (`read_rows`); read here when None. A row another writer added
     meanwhile makes the insert fail on its key rather than enroll a part twice."""
     now = datetime.now(UTC)
+    have = have if have is not None else read_rows(store).keys()
     with store.session() as s:
-        if have is None:
-            # Raw DBAPI rows: ORM scalars over 34k ids cost 0.1 s of every controller start.
-            cur = s.connection().connection.cursor()
-            cur.execute("SELECT component_id FROM lifecycle_state")
-            have = {cid for (cid,) in cur.fetchall()}
-            cur.close()
         new: list[tuple[str, str, str, str]] = []
         for rack in topo.racks:
             if rack.id not in have:

@@ -192,10 +192,11 @@ def _tolerated(topo: Topology, rack: str) -> int:
 def _serving(topo: Topology, rack: str, bad: int) -> tuple[RackState | None, str]:
     """The serving state of a rack with `bad` trays out (None: cordoned) and those trays in
     its kind's words ("" with none out)."""
-    if rack not in topo.rack_by_id:  # a rack the topology lacks: the default tolerance
+    known = topo.rack_by_id.get(rack)
+    if known is None:  # a rack the topology lacks: the default tolerance
         return (R.PRODUCTION if bad == 0 else R.DEGRADED if bad <= DEFAULT_MAX_BAD_TRAYS
                 else None), (f"{bad} trays out" if bad else "")
-    template = topo.rack(rack).template
+    template = known.template
     return serving_target(template, bad), trays_out(template, bad) if bad else ""
 
 

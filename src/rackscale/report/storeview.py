@@ -136,6 +136,5 @@ def collect(store: Store, *, fleet: str | None = None, until_seq: int | None = N
         view.other_simulation = newest_sim
     view.simulate_sweep = _latest(store, Kind.SIMULATE_SWEEP, until, spec.name)
     view.storage_whatif = _latest(store, Kind.SIMULATE_STORAGE_WHATIF, until, spec.name)
-    newest = store.events(newest_first=True, limit=1, until_seq=until)
-    view.last_seq = newest[0].seq if newest else 0
+    view.last_seq = store.newest_seq(until_seq=until)
     return view

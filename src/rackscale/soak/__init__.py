@@ -7,7 +7,7 @@ process) and the simulator (the failure model, and the prediction of each soak's
 checks it); it records its result in the store.
 """
 
-from rackscale.soak.families import FAMILIES, RECOVERY_STEPS, by_family, family_of
+from rackscale.soak.families import FAMILIES, RECOVERY_STEPS, by_family, family_of, step_cells
 from rackscale.soak.measure import BADPUT_CAUSES, figures
 from rackscale.soak.predict import PredictError, differing, prediction, verdict
 from rackscale.soak.record import record_soak
@@ -27,4 +27,5 @@ from rackscale.soak.schedule import (
 __all__ = ["BADPUT_CAUSES", "FAMILIES", "LAB_ACTIONS", "RECOVERY_STEPS", "LabAction",
            "PredictError", "Schedule", "ScheduleError", "ScheduledFault", "Soak", "SoakError",
            "SoakSettings", "by_family", "differing", "draw", "family_of", "figures",
-           "from_dict", "prediction", "record_soak", "trainer_command", "verdict"]
+           "from_dict", "prediction", "record_soak", "step_cells", "trainer_command",
+           "verdict"]

@@ -72,21 +72,24 @@ def _step(row: dict[str, Any], step: str) -> float | None:
 def by_family(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Family -> its faults (indices), the simulator class it feeds, and per recovery step the
     mean over its faults that measured the step (None: none did), each with how many did."""
-    out: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for row in result.get("faults", []):
-        fam = family_of(str(row["action"]))
-        out.setdefault(fam, {"faults": [], "rows": []})
-        out[fam]["faults"].append(int(row["index"]))
-        out[fam]["rows"].append(row)
+        groups.setdefault(family_of(str(row["action"])), []).append(row)
     table: dict[str, dict[str, Any]] = {}
-    for fam in sorted(out, key=FAMILIES.index):
-        rows = out[fam]["rows"]
+    for fam in sorted(groups, key=FAMILIES.index):
+        rows = groups[fam]
         steps: dict[str, Any] = {}
         for step in RECOVERY_STEPS:
             xs = [x for r in rows if (x := _step(r, step)) is not None]
             steps[step] = {"value": round(statistics.fmean(xs), 3) if xs else None,
                            "n": len(xs), "basis": "measured" if xs else "not measured"}
         cls = SIM_CLASS[fam]
-        table[fam] = {"faults": out[fam]["faults"], "sim_class": cls, "feeds": FEEDS[cls],
-                      "steps": steps}
+        table[fam] = {"faults": [int(r["index"]) for r in rows], "sim_class": cls,
+                      "feeds": FEEDS[cls], "steps": steps}
     return table
+
+
+def step_cells(family: dict[str, Any]) -> list[str]:
+    """One family's row of `by_family` as table cells: seconds per step, `-` unmeasured."""
+    return ["-" if (v := family["steps"][k]["value"]) is None else f"{v:.1f}"
+            for k in RECOVERY_STEPS]

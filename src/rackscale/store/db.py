@@ -616,11 +616,11 @@ class Store:
         with self.session() as s:
             return {k: int(n) for k, n in s.execute(q)}
 
-    def newest_seq(self) -> int:
-        """The seq of the newest event (0 on an empty log): one index lookup. Nothing in the
-        log changed while this stays the same."""
+    def newest_seq(self, *, until_seq: int | None = None) -> int:
+        """The seq of the newest event (up to `until_seq`; 0 on an empty log): one index
+        lookup. Nothing in the log changed while this stays the same."""
         with self.session() as s:
-            return int(s.scalar(select(func.max(EventRow.seq))) or 0)
+            return int(s.scalar(_until(select(func.max(EventRow.seq)), until_seq)) or 0)
 
     def count_events(self, kind_prefix: str | None = None) -> int:
         q = select(func.count()).select_from(EventRow)
